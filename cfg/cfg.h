@@ -291,9 +291,10 @@ void cfg_image_decode_done(const cfg_image_t *img);
 /*
  * Keep what cfg_image_decode decoded so far in less memory (a chromium: 1.4 -> 0.5 GiB),
  * read only: instructions decoded later are decoded each time. For the end of the
- * analysis, when no other thread decodes; without the memory it keeps the cache as is.
+ * analysis, when no other thread decodes; the work is split over NTHREADS threads (0 or
+ * 1: the caller's alone). Without the memory it keeps the cache as is.
  */
-void cfg_image_decode_freeze(const cfg_image_t *img);
+void cfg_image_decode_freeze(const cfg_image_t *img, unsigned nthreads);
 
 /* True when ADDR lies in an executable section. */
 int cfg_image_is_code(const cfg_image_t *img, uint64_t addr);
@@ -590,6 +591,12 @@ typedef struct cfg_held {
  * one per (address, source, place). 0, or QP_ENOMEM / QP_EINVAL.
  */
 int cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out /*OUT*/, size_t *n /*OUT*/);
+
+/* As cfg_held_addrs without the copy: *OUT points into PROG's own (computed on the
+ * first call, which must not race another), valid until cfg_prog_destroy; not freed
+ * by the caller. QP_EINVAL for a program cfg_prog_build did not make. */
+int cfg_held_addrs_view(const cfg_prog_t *prog, const cfg_held_t **out /*OUT*/,
+                        size_t *n /*OUT*/);
 
 /* The addresses of cfg_held_addrs that KEEP accepts, sorted and unique: *OUT (free it)
  * gets *N of them. 0, or QP_ENOMEM / QP_EINVAL. */

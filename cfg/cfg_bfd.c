@@ -697,7 +697,8 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r)
     return 0;
 }
 
-/* The word at ADDR in the file image, or (when relocated at load time) its relocation. */
+/* The word at ADDR in the file image, or (when relocated at load time) its relocation.
+ * IMG's relocations must be sorted by address (cfg_image_finish). */
 static uint64_t
 init_word(const cfg_image_t *img, uint64_t addr, const uint8_t *p)
 {
@@ -1128,6 +1129,8 @@ read_init_funcs(cfg_image_t *img, const dyn_info_t *d)
     }
     if ((d->init && CFG_VEC_PUSH(v, d->init) < 0) || (d->fini && CFG_VEC_PUSH(v, d->fini) < 0))
         return QP_ENOMEM;
+    if (v.n)
+        qsort(v.v, v.n, sizeof(uint64_t), cfg_u64_cmp);
     img->init_funcs = v.v;
     img->ninit_funcs = v.n;
     return 0;
@@ -1285,7 +1288,7 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, int any_
         goto fail;
     }
     if ((rc = read_sections(img, r)) < 0 || (rc = read_relocs(img, r)) < 0
-        || (rc = read_symbols(img, r)) < 0 || (rc = read_init_funcs(img, &dyn)) < 0)
+        || (rc = read_symbols(img, r)) < 0)
         goto fail;
     if (img->build_id_len == 0 || !(img->flags & (CFG_IMG_IBT | CFG_IMG_SHSTK)))
         for (size_t i = 0; i < img->nsections; i++)
@@ -1297,6 +1300,11 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, int any_
     if (!(img->flags & CFG_IMG_SYMTAB) && (rc = cfg_debug_find_symbols(img, path)) < 0)
         goto fail;
     rc = cfg_image_finish(img);
+    /* After the relocations are sorted: a linker need not write them in address order
+     * (ld -z nocombreloc puts .rela.init_array after .rela.data.rel.ro; lld puts
+     * .data's first), and the init arrays' words are looked up among them. */
+    if (rc == 0)
+        rc = read_init_funcs(img, &dyn);
     if (rc == 0)
         rc = cfg_name_entry(img);
     if (rc < 0)

@@ -612,14 +612,74 @@ block_before(const cfg_prog_t *prog, uint32_t x, uint32_t y)
 }
 
 /*
+ * One pass of sort_block_runs' merges, in pieces: piece K is the output positions
+ * [lo, hi) of one pair of runs (or of an odd run out), so that one long merge is split
+ * over the threads too. Blocks are distinct under block_before (a total order): the
+ * first K blocks a merge puts out are the K least of both runs, found by a search.
+ */
+#define MERGE_PIECE ((size_t)1 << 15)
+
+typedef struct merge_piece {
+    size_t a, am, bm;         /* the pair: runs [a, am) and [am, bm) (am == bm: one run) */
+    size_t lo, hi;            /* the output positions of the piece, from a */
+} merge_piece_t;
+
+typedef struct merge_pass {
+    const cfg_prog_t *prog;
+    const merge_piece_t *pieces;
+    const uint32_t *from;
+    uint32_t *to;
+} merge_pass_t;
+
+/* How many of the K first blocks of the merge of A (NA) and B (NB) come from A. */
+static size_t
+merge_split(const cfg_prog_t *prog, const uint32_t *a, size_t na, const uint32_t *b, size_t nb,
+            size_t k)
+{
+    size_t lo = k > nb ? k - nb : 0, hi = k < na ? k : na;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (block_before(prog, a[mid], b[k - mid - 1]))
+            lo = mid + 1; /* a[mid] is among the K first */
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int
+merge_piece_task(void *arg, unsigned worker, size_t k)
+{
+    const merge_pass_t *m = arg;
+    const merge_piece_t *pc = &m->pieces[k];
+    const uint32_t *from = m->from, *x = from + pc->a, *y = from + pc->am;
+    size_t nx = pc->am - pc->a, ny = pc->bm - pc->am;
+    uint32_t *to = m->to + pc->a;
+    (void)worker;
+    size_t i = merge_split(m->prog, x, nx, y, ny, pc->lo), j = pc->lo - i;
+    size_t ie = merge_split(m->prog, x, nx, y, ny, pc->hi), je = pc->hi - ie;
+    size_t o = pc->lo;
+    while (i < ie && j < je)
+        to[o++] = block_before(m->prog, y[j], x[i]) ? y[j++] : x[i++];
+    while (i < ie)
+        to[o++] = x[i++];
+    while (j < je)
+        to[o++] = y[j++];
+    return 0;
+}
+
+/*
  * Sort the N block indices V by address. They come as runs in address order, one per
  * procedure, nearly all in order one after the other (a procedure's cold fragments
- * break the order): runs are merged, pairwise, until one is left. TMP holds N.
+ * break the order): runs are merged, pairwise, until one is left, each pass in pieces on
+ * NTHREADS threads. TMP holds N.
  */
 static void
-sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n)
+sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n,
+                unsigned nthreads)
 {
-    CFG_VEC(size_t) runs = { 0 }; /* run starts, then n */
+    CFG_VEC(size_t) runs = { 0 };        /* run starts, then n */
+    CFG_VEC(merge_piece_t) pieces = { 0 };
     for (size_t i = 0; i < n; i++)
         if ((i == 0 || !block_before(prog, v[i - 1], v[i])) && CFG_VEC_PUSH(runs, i) < 0)
             goto fallback;
@@ -627,21 +687,21 @@ sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n)
         goto fallback;
     uint32_t *from = v, *to = tmp;
     while (runs.n > 2) {
-        size_t r = 0, k = 0;
-        for (; r + 2 < runs.n; r += 2) {
-            size_t a = runs.v[r], am = runs.v[r + 1], bm = runs.v[r + 2], o = a, c = am;
-            while (a < am && c < bm)
-                to[o++] = block_before(prog, from[c], from[a]) ? from[c++] : from[a++];
-            while (a < am)
-                to[o++] = from[a++];
-            while (c < bm)
-                to[o++] = from[c++];
-            runs.v[k++] = runs.v[r];
+        pieces.n = 0;
+        size_t k = 0;
+        for (size_t r = 0; r + 1 < runs.n; r += 2) {
+            size_t a = runs.v[r], am = runs.v[r + 1], bm = r + 2 < runs.n ? runs.v[r + 2] : am;
+            for (size_t lo = 0; lo < bm - a; lo += MERGE_PIECE) {
+                size_t hi = bm - a - lo > MERGE_PIECE ? lo + MERGE_PIECE : bm - a;
+                if (CFG_VEC_PUSH(pieces, ((merge_piece_t) { a, am, bm, lo, hi })) < 0)
+                    goto fallback; /* (V holds every block: as this pass or the last left them) */
+            }
+            runs.v[k++] = a;
         }
-        if (r + 1 < runs.n) { /* an odd run out: copied as it is */
-            memcpy(to + runs.v[r], from + runs.v[r], (runs.v[r + 1] - runs.v[r]) * sizeof(*v));
-            runs.v[k++] = runs.v[r];
-        }
+        merge_pass_t m = { prog, pieces.v, from, to };
+        /* (The pieces cannot fail.) */
+        (void)qp_parallel_for(nthreads, pieces.n, pieces.n > 64 ? 8 : 1, merge_piece_task, &m,
+                              NULL);
         runs.v[k++] = n;
         runs.n = k;
         uint32_t *t = from;
@@ -651,10 +711,12 @@ sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n)
     if (from != v)
         memcpy(v, from, n * sizeof(*v));
     CFG_VEC_FREE(runs);
+    CFG_VEC_FREE(pieces);
     return;
 fallback:
     /* Without memory for the runs: one element at a time (insertion). */
     CFG_VEC_FREE(runs);
+    CFG_VEC_FREE(pieces);
     for (size_t i = 1; i < n; i++) {
         uint32_t x = v[i];
         size_t k = i;
@@ -703,16 +765,125 @@ index_blocks(cfg_prog_t *prog)
         : 0;
 }
 
+/*
+ * The flattening: each procedure's blocks, edges and tables copied into the program's
+ * arrays at its own offsets (prefix sums of the counts), on the pool, and then its
+ * predecessors. A procedure's edges go to its own blocks only, so all of it is the
+ * procedure's own range of each array, and the result does not depend on the threads.
+ * Until its copy, a procedure of the program holds its offsets: block in `block`, edge
+ * in `nblocks`, table in `ntables` (no array for them at the analysis' peak of memory).
+ */
+typedef struct flat_ctx {
+    cfg_builder_t *b;
+    cfg_prog_t *prog;
+    uint32_t *npred;           /* per procedure: its predecessors (first pass), then its
+                                * first entry in prog->preds (second pass) */
+    uint32_t *local_to_global; /* a procedure's local block K: at its first block + K */
+} flat_ctx_t;
+
+/* Copy procedure I into the program (entry block first, the rest in address order;
+ * edges follow their block), counting its blocks' predecessors; the builder's copy is
+ * freed. */
+static int
+flat_copy_task(void *arg, unsigned worker, size_t i)
+{
+    flat_ctx_t *f = arg;
+    cfg_prog_t *prog = f->prog;
+    prog_priv_t *pp = prog->priv;
+    cfg_bproc_t *bp = &f->b->procs.v[i];
+    cfg_proc_t *p = &prog->procs[i];
+    uint32_t block = p->block, ne = p->nblocks, table = p->ntables; /* (the offsets) */
+    uint32_t *l2g = f->local_to_global + block;
+    (void)worker;
+    *p = bp->p;
+    p->block = block;
+    p->nblocks = (uint32_t)bp->blocks.n;
+    p->ntables = (uint32_t)bp->tables.n;
+    if (p->flags & CFG_PROC_FRAGMENT)
+        p->parent = cfg_proc_by_entry(f->b, bp->parent_entry);
+    uint32_t g = block;
+    if (bp->entry_block >= bp->blocks.n)
+        bp->entry_block = CFG_NONE;
+    if (bp->entry_block != CFG_NONE)
+        l2g[bp->entry_block] = g++;
+    for (uint32_t k = 0; k < bp->blocks.n; k++)
+        if (k != bp->entry_block)
+            l2g[k] = g++;
+    uint32_t first_edge = ne;
+    for (uint32_t n = 0; n < bp->blocks.n; n++) {
+        uint32_t k = n;
+        if (bp->entry_block != CFG_NONE)
+            k = n == 0 ? bp->entry_block : (n <= bp->entry_block ? n - 1 : n);
+        cfg_block_t bl = bp->blocks.v[k];
+        bl.proc = (uint32_t)i;
+        uint32_t first = ne;
+        for (uint32_t e = 0; e < bl.nsucc; e++) {
+            cfg_edge_t ed = bp->edges.v[bl.succ + e];
+            ed.from = l2g[k];
+            ed.to = ed.to == CFG_NONE ? CFG_NONE : l2g[ed.to];
+            prog->edges[ne++] = ed;
+        }
+        bl.succ = first;
+        prog->blocks[l2g[k]] = bl;
+    }
+    for (uint32_t k = 0; k < bp->blocks.n; k++) /* local blocks are in address order */
+        pp->by_addr[block + k] = l2g[k];
+    if (bp->tables.n > 0)
+        memcpy(&prog->tables[table], bp->tables.v, bp->tables.n * sizeof(cfg_table_t));
+    /* Predecessors counted (the sums make the next pass's offsets). */
+    for (uint32_t e = first_edge; e < ne; e++)
+        if (prog->edges[e].to != CFG_NONE)
+            prog->blocks[prog->edges[e].to].npred++;
+    uint32_t npred = 0;
+    for (uint32_t k = block; k < g; k++)
+        npred += prog->blocks[k].npred;
+    f->npred[i] = npred;
+    CFG_VEC_FREE(bp->blocks);
+    CFG_VEC_FREE(bp->edges);
+    return 0;
+}
+
+/* Predecessors of procedure I's blocks: a counting sort of its edges (those of its
+ * blocks, in order) by destination, from its offset in prog->preds. */
+static int
+flat_preds_task(void *arg, unsigned worker, size_t i)
+{
+    flat_ctx_t *f = arg;
+    cfg_prog_t *prog = f->prog;
+    const cfg_proc_t *p = &prog->procs[i];
+    (void)worker;
+    uint32_t acc = f->npred[i];
+    for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
+        prog->blocks[k].pred = acc;
+        acc += prog->blocks[k].npred;
+        prog->blocks[k].npred = 0;
+    }
+    for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
+        const cfg_block_t *bl = &prog->blocks[k];
+        for (uint32_t e = bl->succ; e < bl->succ + bl->nsucc; e++) {
+            uint32_t to = prog->edges[e].to;
+            if (to != CFG_NONE)
+                prog->preds[prog->blocks[to].pred + prog->blocks[to].npred++] = e;
+        }
+    }
+    return 0;
+}
+
 static int
 flatten(cfg_builder_t *b, cfg_prog_t *prog)
 {
-    size_t nb = 0, ne = 0, nt = 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
+    size_t np = b->procs.n, nb = 0, ne = 0, nt = 0;
+    prog->procs = calloc(np + 1, sizeof(cfg_proc_t));
+    if (prog->procs == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < np; i++) {
+        prog->procs[i].block = (uint32_t)nb;
+        prog->procs[i].nblocks = (uint32_t)ne;
+        prog->procs[i].ntables = (uint32_t)nt;
         nb += b->procs.v[i].blocks.n;
         ne += b->procs.v[i].edges.n;
         nt += b->procs.v[i].tables.n;
     }
-    prog->procs = calloc(b->procs.n + 1, sizeof(cfg_proc_t));
     /* Every block and edge is written below: only the spare last ones need zeroing
      * (calloc would clear hundreds of megabytes of chromium's for nothing). */
     prog->blocks = malloc((nb + 1) * sizeof(cfg_block_t));
@@ -723,76 +894,38 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         memset(&prog->edges[ne], 0, sizeof(cfg_edge_t));
     prog->preds = calloc(ne + 1, sizeof(uint32_t));
     prog->tables = calloc(nt + 1, sizeof(cfg_table_t));
-    if (!prog->procs || !prog->blocks || !prog->edges || !prog->preds || !prog->tables)
-        return QP_ENOMEM;
     uint32_t *local_to_global = malloc((nb + 1) * sizeof(uint32_t));
+    uint32_t *npred = malloc((np + 1) * sizeof(uint32_t));
     prog_priv_t *pp = prog->priv;
     pp->by_addr = malloc((nb + 1) * sizeof(uint32_t));
-    if (local_to_global == NULL || pp->by_addr == NULL) {
+    if (!prog->blocks || !prog->edges || !prog->preds || !prog->tables
+        || local_to_global == NULL || npred == NULL || pp->by_addr == NULL) {
+        free(npred);
         free(local_to_global);
         return QP_ENOMEM;
     }
-    size_t nsorted = 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        cfg_proc_t *p = &prog->procs[prog->nprocs++];
-        *p = bp->p;
-        p->block = prog->nblocks;
-        p->nblocks = (uint32_t)bp->blocks.n;
-        p->ntables = (uint32_t)bp->tables.n;
-        if (p->flags & CFG_PROC_FRAGMENT)
-            p->parent = cfg_proc_by_entry(b, bp->parent_entry);
-        /* Entry block first, the rest in address order; edges follow their block. */
-        uint32_t g = prog->nblocks;
-        if (bp->entry_block >= bp->blocks.n)
-            bp->entry_block = CFG_NONE;
-        if (bp->entry_block != CFG_NONE)
-            local_to_global[bp->entry_block] = g++;
-        for (uint32_t k = 0; k < bp->blocks.n; k++)
-            if (k != bp->entry_block)
-                local_to_global[k] = g++;
-        for (uint32_t n = 0; n < bp->blocks.n; n++) {
-            uint32_t k = n;
-            if (bp->entry_block != CFG_NONE)
-                k = n == 0 ? bp->entry_block : (n <= bp->entry_block ? n - 1 : n);
-            cfg_block_t bl = bp->blocks.v[k];
-            bl.proc = (uint32_t)i;
-            uint32_t first = prog->nedges;
-            for (uint32_t e = 0; e < bl.nsucc; e++) {
-                cfg_edge_t ed = bp->edges.v[bl.succ + e];
-                ed.from = local_to_global[k];
-                ed.to = ed.to == CFG_NONE ? CFG_NONE : local_to_global[ed.to];
-                prog->edges[prog->nedges++] = ed;
-            }
-            bl.succ = first;
-            prog->blocks[local_to_global[k]] = bl;
+    flat_ctx_t f = { b, prog, npred, local_to_global };
+    int rc = qp_parallel_for(b->nscratch, np, 64, flat_copy_task, &f, NULL);
+    prog->nprocs = (uint32_t)np;
+    prog->nblocks = (uint32_t)nb;
+    prog->nedges = (uint32_t)ne;
+    prog->ntables = (uint32_t)nt;
+    if (rc == 0) {
+        uint32_t acc = 0;
+        for (size_t i = 0; i < np; i++) {
+            uint32_t n = npred[i];
+            npred[i] = acc;
+            acc += n;
         }
-        prog->nblocks = g;
-        for (uint32_t k = 0; k < bp->blocks.n; k++) /* local blocks are in address order */
-            pp->by_addr[nsorted++] = local_to_global[k];
-        for (size_t k = 0; k < bp->tables.n; k++)
-            prog->tables[prog->ntables++] = bp->tables.v[k];
-        /* The builder's copy is no longer needed. */
-        CFG_VEC_FREE(bp->blocks);
-        CFG_VEC_FREE(bp->edges);
+        rc = qp_parallel_for(b->nscratch, np, 64, flat_preds_task, &f, NULL);
     }
-    /* Predecessors: counting sort of edge indices by destination. */
-    for (uint32_t e = 0; e < prog->nedges; e++)
-        if (prog->edges[e].to != CFG_NONE)
-            prog->blocks[prog->edges[e].to].npred++;
-    uint32_t acc = 0;
-    for (uint32_t k = 0; k < prog->nblocks; k++) {
-        prog->blocks[k].pred = acc;
-        acc += prog->blocks[k].npred;
-        prog->blocks[k].npred = 0;
-    }
-    for (uint32_t e = 0; e < prog->nedges; e++) {
-        uint32_t to = prog->edges[e].to;
-        if (to != CFG_NONE)
-            prog->preds[prog->blocks[to].pred + prog->blocks[to].npred++] = e;
+    free(npred);
+    if (rc < 0) {
+        free(local_to_global);
+        return rc;
     }
     /* Block lookup by address (local_to_global is scratch enough). */
-    sort_block_runs(prog, pp->by_addr, local_to_global, prog->nblocks);
+    sort_block_runs(prog, pp->by_addr, local_to_global, prog->nblocks, b->nscratch);
     free(local_to_global);
     return index_blocks(prog);
 }
@@ -1536,7 +1669,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
         b.nr = NULL;
         /* Every instruction the rewrite decodes again was decoded by now: the cache
          * need not take more, and takes much less memory read only. */
-        cfg_image_decode_freeze(img);
+        cfg_image_decode_freeze(img, b.nscratch);
         if (rc == 0)
             rc = flatten(&b, prog);
     }

@@ -77,45 +77,72 @@ cmp_held(const void *a, const void *b)
 static int held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n);
 
 int
-cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
+cfg_held_addrs_view(const cfg_prog_t *prog, const cfg_held_t **out, size_t *n)
 {
-    if (prog == NULL || out == NULL || n == NULL)
-        return QP_EINVAL;
     /* Computed once: the editor and the drivers ask several times, and the scan decodes
      * every instruction (chromium: seconds). */
-    cfg_held_cache_t *c = cfg_prog_held_cache(prog);
-    if (c == NULL)
-        return held_scan(prog, out, n);
+    cfg_held_cache_t *c = prog != NULL ? cfg_prog_held_cache(prog) : NULL;
+    if (c == NULL || out == NULL || n == NULL)
+        return QP_EINVAL;
     if (!c->done) {
         QP_CHECK(held_scan(prog, &c->v, &c->n));
         c->done = 1;
     }
-    *out = malloc((c->n + 1) * sizeof(cfg_held_t));
+    *out = c->v;
+    *n = c->n;
+    return 0;
+}
+
+int
+cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
+{
+    if (prog == NULL || out == NULL || n == NULL)
+        return QP_EINVAL;
+    if (cfg_prog_held_cache(prog) == NULL)
+        return held_scan(prog, out, n);
+    const cfg_held_t *v;
+    QP_CHECK(cfg_held_addrs_view(prog, &v, n));
+    *out = malloc((*n + 1) * sizeof(cfg_held_t));
     if (*out == NULL)
         return QP_ENOMEM;
-    if (c->n > 0)
-        memcpy(*out, c->v, c->n * sizeof(cfg_held_t));
-    *n = c->n;
+    if (*n > 0)
+        memcpy(*out, v, *n * sizeof(cfg_held_t));
+    return 0;
+}
+
+/* The held addresses: PROG's own (*OWNED: NULL), or, for a program without them, a
+ * scan's (*OWNED: to free). */
+static int
+held_get(const cfg_prog_t *prog, const cfg_held_t **v, size_t *n, cfg_held_t **owned)
+{
+    *owned = NULL;
+    if (cfg_prog_held_cache(prog) != NULL)
+        return cfg_held_addrs_view(prog, v, n);
+    QP_CHECK(held_scan(prog, owned, n));
+    *v = *owned;
     return 0;
 }
 
 int
 cfg_held_select(const cfg_prog_t *prog, cfg_held_keep_fn keep, uint64_t **out, size_t *n)
 {
-    cfg_held_t *h;
+    const cfg_held_t *h;
+    cfg_held_t *owned;
     size_t nh, k = 0;
+    if (prog == NULL || keep == NULL || out == NULL || n == NULL)
+        return QP_EINVAL;
     *out = NULL;
     *n = 0;
-    QP_CHECK(cfg_held_addrs(prog, &h, &nh));
+    QP_CHECK(held_get(prog, &h, &nh, &owned));
     uint64_t *v = malloc((nh + 1) * sizeof(uint64_t));
     if (v == NULL) {
-        free(h);
+        free(owned);
         return QP_ENOMEM;
     }
     for (size_t i = 0; i < nh; i++)
         if ((k == 0 || v[k - 1] != h[i].addr) && keep(prog, &h[i]))
             v[k++] = h[i].addr; /* sorted: cfg_held_addrs sorts by address */
-    free(h);
+    free(owned);
     *out = v;
     *n = k;
     return 0;
@@ -285,10 +312,10 @@ interior_scan(const cfg_prog_t *prog, uint64_t **out, size_t *n)
             if (rc == 0)
                 v[k++] = prog->edges[e].target;
         }
-    cfg_held_t *h = NULL;
+    const cfg_held_t *h = NULL;
     size_t nh = 0;
     if (rc == 0)
-        rc = cfg_held_addrs(prog, &h, &nh);
+        rc = cfg_held_addrs_view(prog, &h, &nh);
     for (size_t i = 0; i < nh && rc == 0; i++) {
         if (h[i].src == CFG_HELD_DYNSYM || h[i].src == CFG_HELD_TEXTWORD)
             continue;
@@ -301,7 +328,6 @@ interior_scan(const cfg_prog_t *prog, uint64_t **out, size_t *n)
         if (rc == 0)
             v[k++] = h[i].addr;
     }
-    free(h);
     if (rc < 0) {
         free(v);
         return rc;

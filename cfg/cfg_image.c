@@ -331,42 +331,94 @@ cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_ins
  * The cache frozen: what the analysis decoded, kept in less memory
  */
 
-/* The instructions kept in the per-byte index AT of a section of SIZE bytes, into F. */
+/*
+ * A section is frozen in pieces of FREEZE_PIECE bytes (whole 64-byte words of the
+ * bitmap, so that a piece writes its own words only), on the pool: first each piece's
+ * bitmap and count, then, from the counts' prefix sums, its ranks and instructions.
+ */
+#define FREEZE_PIECE ((uint64_t)64 << 12)
+
+typedef struct freeze_ctx {
+    const cfg_dcache_t *dc;
+    const _Atomic uint32_t *at; /* the section's per-byte index */
+    uint64_t size;              /* the section's bytes */
+    dc_frozen_t *f;             /* what is made */
+    uint32_t *count;            /* per piece: its instructions (first pass), then those
+                                 * before it (second pass) */
+} freeze_ctx_t;
+
+/* Piece K's bitmap of instruction starts, and how many there are. */
 static int
-freeze_section(const cfg_dcache_t *dc, const _Atomic uint32_t *at, uint64_t size,
-               dc_frozen_t *f)
+freeze_mark_task(void *arg, unsigned worker, size_t k)
 {
-    /* At most one instruction a byte, and no more than the cache took: sized once,
-     * the rest given back. */
-    size_t nwords = (size_t)(size >> 6) + 1, cap = atomic_load(&dc->n);
-    if (cap > size)
-        cap = (size_t)size;
-    f->starts = calloc(nwords, sizeof(uint64_t));
-    f->rank = malloc(nwords * sizeof(uint32_t));
-    f->insns = malloc((cap + 1) * sizeof(dc_insn_t));
-    if (f->starts == NULL || f->rank == NULL || f->insns == NULL)
-        return QP_ENOMEM;
-    uint32_t r = 0;
-    for (uint64_t off = 0; off < size; off++) {
-        if ((off & 63) == 0)
-            f->rank[off >> 6] = r;
-        uint32_t idx = atomic_load_explicit(&at[off], memory_order_relaxed);
-        if (idx == 0)
-            continue;
-        size_t k = idx - 1;
-        f->starts[off >> 6] |= (uint64_t)1 << (off & 63);
-        f->insns[r++] = atomic_load_explicit(&dc->chunks[k >> DC_CHUNK_BITS],
-                                             memory_order_relaxed)[k & (DC_CHUNK - 1)];
-    }
-    if ((size & 63) == 0)
-        f->rank[size >> 6] = r; /* (the word past the end: never tested) */
-    size_t n = r;
-    cfg_vec_trim((void **)&f->insns, &cap, n, sizeof(dc_insn_t));
+    freeze_ctx_t *c = arg;
+    (void)worker;
+    uint64_t lo = (uint64_t)k * FREEZE_PIECE;
+    uint64_t hi = c->size - lo > FREEZE_PIECE ? lo + FREEZE_PIECE : c->size;
+    uint32_t n = 0;
+    for (uint64_t off = lo; off < hi; off++)
+        if (atomic_load_explicit(&c->at[off], memory_order_relaxed) != 0) {
+            c->f->starts[off >> 6] |= (uint64_t)1 << (off & 63);
+            n++;
+        }
+    c->count[k] = n;
     return 0;
 }
 
+/* Piece K's words' ranks and its instructions, in address order. */
+static int
+freeze_fill_task(void *arg, unsigned worker, size_t k)
+{
+    freeze_ctx_t *c = arg;
+    (void)worker;
+    uint64_t lo = (uint64_t)k * FREEZE_PIECE;
+    uint64_t hi = c->size - lo > FREEZE_PIECE ? lo + FREEZE_PIECE : c->size;
+    uint32_t r = c->count[k];
+    for (uint64_t w = lo >> 6; w < (hi + 63) >> 6; w++) {
+        c->f->rank[w] = r;
+        for (uint64_t m = c->f->starts[w]; m != 0; m &= m - 1) {
+            uint64_t off = (w << 6) + (uint64_t)__builtin_ctzll(m);
+            size_t x = atomic_load_explicit(&c->at[off], memory_order_relaxed) - 1;
+            c->f->insns[r++] = atomic_load_explicit(&c->dc->chunks[x >> DC_CHUNK_BITS],
+                                                    memory_order_relaxed)[x & (DC_CHUNK - 1)];
+        }
+    }
+    return 0;
+}
+
+/* The instructions kept in the per-byte index AT of a section of SIZE bytes, into F, on
+ * NTHREADS threads. */
+static int
+freeze_section(const cfg_dcache_t *dc, const _Atomic uint32_t *at, uint64_t size,
+               unsigned nthreads, dc_frozen_t *f)
+{
+    size_t nwords = (size_t)(size >> 6) + 1;
+    size_t npieces = (size_t)((size + FREEZE_PIECE - 1) / FREEZE_PIECE);
+    freeze_ctx_t c = { dc, at, size, f, malloc((npieces + 1) * sizeof(uint32_t)) };
+    f->starts = calloc(nwords, sizeof(uint64_t));
+    f->rank = malloc(nwords * sizeof(uint32_t));
+    int rc = c.count == NULL || f->starts == NULL || f->rank == NULL ? QP_ENOMEM : 0;
+    if (rc == 0)
+        rc = qp_parallel_for(nthreads, npieces, 1, freeze_mark_task, &c, NULL);
+    uint32_t n = 0;
+    for (size_t k = 0; rc == 0 && k < npieces; k++) {
+        uint32_t in = c.count[k];
+        c.count[k] = n;
+        n += in;
+    }
+    /* Sized exactly: at most one instruction a byte, and no more than the cache took. */
+    if (rc == 0 && (f->insns = malloc(((size_t)n + 1) * sizeof(dc_insn_t))) == NULL)
+        rc = QP_ENOMEM;
+    if (rc == 0)
+        rc = qp_parallel_for(nthreads, npieces, 1, freeze_fill_task, &c, NULL);
+    if (rc == 0 && (size & 63) == 0)
+        f->rank[size >> 6] = n; /* (the word past the end: never tested) */
+    free(c.count);
+    return rc;
+}
+
 void
-cfg_image_decode_freeze(const cfg_image_t *img)
+cfg_image_decode_freeze(const cfg_image_t *img, unsigned nthreads)
 {
     if (img == NULL)
         return;
@@ -381,7 +433,7 @@ cfg_image_decode_freeze(const cfg_image_t *img)
         const _Atomic uint32_t *at = dc->at[i];
         if (at == NULL || at == &dc_not_kept)
             continue;
-        if (freeze_section(dc, at, img->sections[i].size, &fz[i]) < 0) {
+        if (freeze_section(dc, at, img->sections[i].size, nthreads, &fz[i]) < 0) {
             /* Without the memory: the section's instructions are decoded each time. */
             free(fz[i].starts);
             free(fz[i].rank);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_sort.h"
 #include "editor/ed.h"
 #include "editor/ed_layout_priv.h"
 #include "patch/patch.h"
@@ -167,10 +168,11 @@ ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **
         ed_inplace_destroy(ip);
         return rc;
     }
-    if (ip->nstarts > 1 && !sorted)
-        qsort(ip->starts, ip->nstarts, sizeof(uint64_t), cfg_u64_cmp);
-    if (ip->nentries > 1)
-        qsort(ip->entries, ip->nentries, sizeof(uint64_t), cfg_u64_cmp);
+    /* (a radix sort: qsort's comparisons of the entries cost cc1's qp rewrite 0.24 G
+     * instructions, on the main thread) */
+    if (!sorted)
+        qp_sort_u64(ip->starts, ip->nstarts);
+    qp_sort_u64(ip->entries, ip->nentries);
     *out = ip;
     return 0;
 }

@@ -309,16 +309,16 @@ static size_t probes_from(const ed_plan_t *plan, uint64_t old);
 /*
  * Emit (or size, with OUT NULL) the snippets of the probes at (OLD, AT) from ADDR into OUT
  * (CAP bytes); with ENTRY_ONLY only those of ED_PROBE_ENTRY probes (they come first).
- * Returns their total size.
+ * K0: the first probe at OLD or above (probes_from's; a caller that has it saves the
+ * search: sizing asks four times per instruction). Returns their total size.
  */
 static int
-emit_probes_part(const ed_plan_t *plan, uint64_t old, int at, int entry_only, uint64_t addr,
-                 uint8_t *out, size_t cap, edl_lock_sites_t *sites)
+emit_probes_part(const ed_plan_t *plan, size_t k0, uint64_t old, int at, int entry_only,
+                 uint64_t addr, uint8_t *out, size_t cap, edl_lock_sites_t *sites)
 {
     uint8_t scratch[SNIPPET_MAX];
     int total = 0;
-    for (size_t k = probes_from(plan, old); k < plan->nprobes && plan->probes[k].addr == old;
-         k++) {
+    for (size_t k = k0; k < plan->nprobes && plan->probes[k].addr == old; k++) {
         const ed_probe_t *p = &plan->probes[k];
         if (p->at != at || (entry_only && !(p->flags & ED_PROBE_ENTRY)))
             continue;
@@ -360,7 +360,7 @@ int
 edl_emit_probes(const ed_plan_t *plan, uint64_t old, int at, uint64_t addr, uint8_t *out,
                 size_t cap, edl_lock_sites_t *sites)
 {
-    return emit_probes_part(plan, old, at, 0, addr, out, cap, sites);
+    return emit_probes_part(plan, probes_from(plan, old), old, at, 0, addr, out, cap, sites);
 }
 
 /*
@@ -428,10 +428,10 @@ size_probes(const ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, collect_
     if (k == k0)
         return 0;
     c->nplaced += k - k0;
-    int pre = edl_emit_probes(plan, a, ED_AT_BEFORE, 0, NULL, 0, NULL);
-    int entry_pre = emit_probes_part(plan, a, ED_AT_BEFORE, 1, 0, NULL, 0, NULL);
-    int post = edl_emit_probes(plan, a, ED_AT_AFTER, 0, NULL, 0, NULL);
-    int taken = edl_emit_probes(plan, a, ED_AT_TAKEN, 0, NULL, 0, NULL);
+    int pre = emit_probes_part(plan, k0, a, ED_AT_BEFORE, 0, 0, NULL, 0, NULL);
+    int entry_pre = emit_probes_part(plan, k0, a, ED_AT_BEFORE, 1, 0, NULL, 0, NULL);
+    int post = emit_probes_part(plan, k0, a, ED_AT_AFTER, 0, 0, NULL, 0, NULL);
+    int taken = emit_probes_part(plan, k0, a, ED_AT_TAKEN, 0, 0, NULL, 0, NULL);
     if (pre < 0 || post < 0 || taken < 0 || entry_pre < 0)
         return pre < 0 ? pre : post < 0 ? post : taken < 0 ? taken : entry_pre;
     if (pre > UINT16_MAX || post > UINT16_MAX)
@@ -632,9 +632,10 @@ collect_slots(ed_plan_t *plan)
     size_t cap = 0, nparts = 0, partcap = 0;
     uint64_t lo = UINT64_MAX, hi = 0; /* the old addresses: offsets from lo in a slot */
     collect_part_t *parts = NULL;
+    size_t grain = plan->collect_grain != 0 ? plan->collect_grain : COLLECT_GRAIN;
     int rc = 0;
     for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
-        if (nparts == 0 || parts[nparts - 1].cap >= COLLECT_GRAIN) {
+        if (nparts == 0 || parts[nparts - 1].cap >= grain) {
             if ((rc = cfg_vec_grow((void **)&parts, &partcap, nparts + 1, sizeof(*parts))) < 0)
                 break;
             parts[nparts++] = (collect_part_t) { .lo = pi, .base = cap };
@@ -998,21 +999,44 @@ edl_build_segments(ed_plan_t *plan)
     return 0;
 }
 
-/* The new end of every segment: after its last instruction (and added jmp). */
-void
-edl_segment_ends(ed_plan_t *plan)
+/*
+ * The new ends of the segments on the pool, SEG_GRAIN segments a part: a part reads the
+ * slots of its own segments (by old address, from its first segment's start) and
+ * writes their ends alone, so the ends are the same for any number of threads.
+ */
+#define SEG_GRAIN 2048
+
+/* qp_task_fn: the new ends of segments [K, K + 1) * SEG_GRAIN of plan ARG. */
+static int
+ends_part(void *arg, unsigned worker, size_t part)
 {
-    size_t k = 0;
-    for (size_t i = 0; i < plan->nslots; i++) {
+    (void)worker;
+    ed_plan_t *plan = arg;
+    size_t k = part * SEG_GRAIN;
+    size_t hi = k + SEG_GRAIN < plan->nsegs ? k + SEG_GRAIN : plan->nsegs;
+    for (size_t i = edl_slot_lower(plan, plan->segs[k].start); i < plan->nslots; i++) {
         const ed_slot_t *s = SLOT(plan, i);
-        while (k < plan->nsegs && plan->segs[k].end <= slot_old(plan, s))
+        while (k < hi && plan->segs[k].end <= slot_old(plan, s))
             k++;
-        if (k == plan->nsegs || plan->segs[k].start > slot_old(plan, s))
+        if (k == hi)
+            break;
+        if (plan->segs[k].start > slot_old(plan, s))
             continue;
         uint64_t end = slot_new(plan, s) + slot_size(plan, s);
         if (end > plan->seg_new_end[k])
             plan->seg_new_end[k] = end;
     }
+    return 0;
+}
+
+/* The new end of every segment: after its last instruction (and added jmp). */
+int
+edl_segment_ends(ed_plan_t *plan)
+{
+    if (plan->nsegs == 0 || plan->nslots == 0)
+        return 0;
+    return qp_parallel_for(plan->opts.threads, (plan->nsegs + SEG_GRAIN - 1) / SEG_GRAIN, 1,
+                           ends_part, plan, NULL);
 }
 
 /*
@@ -1084,6 +1108,5 @@ edl_layout(ed_plan_t *plan, int reuse)
     if (plan->mirror == 0)
         QP_CHECK(edl_check_kept_exits(plan, NULL)); /* (with reuse: checked in there) */
     QP_CHECK(index_slots(plan));
-    edl_segment_ends(plan);
-    return 0;
+    return edl_segment_ends(plan);
 }

@@ -151,6 +151,9 @@ struct ed_plan {
     uint64_t *holes;          /* (start, end, fill) triples, layout-relative */
     size_t nholes;
     int laid_out;             /* layout() has run */
+    size_t collect_grain;     /* testing: the instructions a part of the slots' collection
+                               * reserves, about (0: ed_layout.c's COLLECT_GRAIN); the
+                               * plan is the same for any */
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
     ed_stats_t stats;         /* figures */
@@ -218,6 +221,17 @@ int edl_held_mid_block(const cfg_prog_t *prog, uint64_t **out, size_t *n);
  * them not its entry). 0 or QP_ENOMEM. */
 int edl_collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n,
                      uint32_t *nind);
+
+/* Every procedure's redirects (edl_collect_pads), made on the pool: procedure PI's are
+ * v[off[PI] .. off[PI + 1]), nind[PI] of them not its entry; none for a fragment. */
+typedef struct edl_pads {
+    uint64_t *v;
+    size_t *off;            /* nprocs + 1 */
+    uint32_t *nind;         /* nprocs */
+} edl_pads_t;
+/* *OUT for every procedure of PLAN (edl_pads_free frees it). 0 or QP_ENOMEM. */
+int edl_pads_all(const ed_plan_t *plan, edl_pads_t *out);
+void edl_pads_free(edl_pads_t *p);
 
 /* The index of the first moved extent that ends after OLD (nsegs: none). */
 size_t edl_seg_after(const ed_plan_t *plan, uint64_t old);
@@ -312,6 +326,9 @@ int edl_block_unresolved(const cfg_prog_t *prog, const cfg_block_t *b);
 uint32_t edl_dropped_at(const ed_plan_t *plan, uint64_t addr);
 /* Will jump table T be retargeted to the new code whenever procedure PI moves? */
 int edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi);
+/* The first entry of plan->table_by_jump whose table's jump is at ADDR or above
+ * (ntables: none). */
+size_t edl_tables_from(const ed_plan_t *plan, uint64_t addr);
 /* plan->table_by_jump and plan->table_alone, from the program's tables. */
 int edl_index_tables(ed_plan_t *plan);
 /* Sort the names of opts.leave. */
@@ -360,8 +377,9 @@ uint64_t edl_map_target(const ed_plan_t *plan, uint64_t target);
 uint64_t edl_map_branch(const ed_plan_t *plan, uint64_t from, uint64_t target);
 /* plan->segs: the old extents of the moved procedures. 0 or QP_ENOMEM. */
 int edl_build_segments(ed_plan_t *plan);
-/* The new end of every segment: after its last instruction (and added jmp). */
-void edl_segment_ends(ed_plan_t *plan);
+/* The new end of every segment: after its last instruction (and added jmp); on the
+ * pool. 0 or QP_E*. */
+int edl_segment_ends(ed_plan_t *plan);
 /* Lay out the moving code (REUSE: in the old text's holes where it saves enough): every
  * slot's size and address, the stubs, the lookup index. 0 or QP_E*. */
 int edl_layout(ed_plan_t *plan, int reuse);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/qp_pool.h"
+#include "base/qp_sort.h"
 #include "editor/ed.h"
 
 #include "editor/ed_layout_priv.h"
@@ -111,6 +112,65 @@ ed_plan_left_reason(const ed_plan_t *plan, uint32_t proc)
     return plan->reason[proc];
 }
 
+/*
+ * Sort the N probes at V as edl_cmp_probe orders them, stably (as glibc's qsort, a merge
+ * sort, did: the plans are the same): by address and then index through qp_sort_u64,
+ * then the probes of one address by the rest (a few per instruction: by insertion).
+ * qsort's calls of edl_cmp_probe cost cc1's qp rewrite 0.35 G instructions here, on the
+ * main thread alone. Without the memory, qsort.
+ */
+static void
+sort_probes(ed_probe_t *v, size_t n)
+{
+    if (n < 2)
+        return;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        lo = v[i].addr < lo ? v[i].addr : lo;
+        hi = v[i].addr > hi ? v[i].addr : hi;
+    }
+    uint64_t *key = hi - lo <= UINT32_MAX && n < UINT32_MAX ? malloc(n * sizeof(uint64_t)) : NULL;
+    if (key == NULL) { /* (a span of 4 GiB of code, or no memory) */
+        qsort(v, n, sizeof(ed_probe_t), edl_cmp_probe);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        key[i] = (v[i].addr - lo) << 32 | i;
+    qp_sort_u64(key, n);
+    /* The probes moved into that order in place, a cycle of the permutation at a time
+     * (no second copy of them: memory as qsort's merge buffer): slot I takes probe
+     * key[I]'s index; a slot filled is marked UINT64_MAX (no index is UINT32_MAX). */
+    for (size_t i = 0; i < n; i++) {
+        if (key[i] == UINT64_MAX)
+            continue;
+        ed_probe_t first = v[i];
+        size_t j = i;
+        for (size_t src = key[j] & UINT32_MAX; src != i; src = key[j] & UINT32_MAX) {
+            v[j] = v[src];
+            key[j] = UINT64_MAX;
+            j = src;
+        }
+        v[j] = first;
+        key[j] = UINT64_MAX;
+    }
+    free(key);
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && v[j].addr == v[i].addr;)
+            j++;
+        if (j - i > 16) { /* many at one address: a merge sort, stable too */
+            qsort(v + i, j - i, sizeof(ed_probe_t), edl_cmp_probe);
+            continue;
+        }
+        for (size_t k = i + 1; k < j; k++) {
+            ed_probe_t x = v[k];
+            size_t m = k;
+            for (; m > i && edl_cmp_probe(&v[m - 1], &x) > 0; m--)
+                v[m] = v[m - 1];
+            v[m] = x;
+        }
+    }
+}
+
 int
 ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n)
 {
@@ -135,8 +195,8 @@ ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n)
     size_t capv = n + 1, capw = n + 1;
     cfg_vec_trim((void **)&v, &capv, nv, sizeof(ed_probe_t));
     cfg_vec_trim((void **)&w, &capw, nw, sizeof(ed_probe_t));
-    qsort(v, nv, sizeof(ed_probe_t), edl_cmp_probe);
-    qsort(w, nw, sizeof(ed_probe_t), edl_cmp_probe);
+    sort_probes(v, nv);
+    sort_probes(w, nw);
     free(plan->probes);
     free(plan->ip_probes);
     plan->probes = v;
@@ -367,11 +427,11 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
 /* The overflow (what found no hole) SKIP bytes further from the mirror: the layout is
  * still relative to the mirror's first byte. Pieces are placed apart (long branches
  * between them), so nothing inside one changes. */
-static void
+static int
 shift_overflow(ed_plan_t *plan, size_t skip)
 {
     if (skip == 0)
-        return;
+        return 0;
     for (size_t i = 0; i < plan->nslots; i++)
         if (slot_new(plan, &plan->lay[i]) >= plan->overflow)
             plan->lay[i].new_ += skip;
@@ -382,9 +442,9 @@ shift_overflow(ed_plan_t *plan, size_t skip)
     if (plan->nxlate > 0 && plan->xlate >= plan->overflow)
         plan->xlate += skip;
     memset(plan->seg_new_end, 0, (plan->prog->nprocs + 1) * sizeof(uint64_t));
-    edl_segment_ends(plan);
     plan->overflow += skip;
     plan->text_size += skip;
+    return edl_segment_ends(plan);
 }
 
 /* Rebase every new address by DELTA (layout was computed from 0); the slots' through
@@ -489,15 +549,49 @@ typedef struct emit_job {
     size_t first;                /* the batch's first part */
     size_t *fall;                /* per part: the first of plan->fall its slots use */
     edl_lock_sites_t *sites;         /* per part: its switchable increments */
+    size_t nslot_parts;          /* the slots' parts; the stubs' come after */
 } emit_job_t;
 
-/* qp_task_fn: the slots of part K of the emit_job_t ARG. */
+/* Taken-edge stubs written a part at a time too (after the slots' parts: their lock
+ * sites follow the slots'); on the main thread alone they were cc1's 0.2 G
+ * instructions. */
+#define STUB_GRAIN 4096
+
+/* The taken-edge stubs [K, K + 1) * STUB_GRAIN of J: the snippets, then a jmp to where
+ * the branch used to go (none when the stub falls into its target; its target as the
+ * layout decoded it: the old code is not read again). */
+static int
+emit_stubs_part(const emit_job_t *j, size_t k)
+{
+    const ed_plan_t *plan = j->plan;
+    edl_lock_sites_t *sites = &j->sites[j->nslot_parts + k];
+    size_t end = (k + 1) * STUB_GRAIN < plan->nstubs ? (k + 1) * STUB_GRAIN : plan->nstubs;
+    for (size_t i = k * STUB_GRAIN; i < end; i++) {
+        const ed_stub_t *st = &plan->stubs[i];
+        uint8_t *out = emit_ptr(j->dst, st->new_ - plan->text);
+        uint32_t jmp = st->before == NO_STUB ? PAD_LEN(plan) : 0; /* else it falls in */
+        int n = edl_emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, sites);
+        if (n != (int)(st->len - jmp))
+            return n < 0 ? n : QP_ERANGE;
+        if (jmp == 0)
+            continue;
+        QP_CHECK(plan->isa->emit_jmp(st->new_ + (uint64_t)n,
+                                     edl_map_branch(plan, st->jcc, st->target), out + n,
+                                     PAD_LEN(plan)));
+    }
+    return 0;
+}
+
+/* qp_task_fn: the slots of part K of the emit_job_t ARG (or its stubs' part, past the
+ * slots' parts). */
 static int
 emit_part(void *arg, unsigned worker, size_t k)
 {
     (void)worker;
     const emit_job_t *j = arg;
     k += j->first;
+    if (k >= j->nslot_parts)
+        return emit_stubs_part(j, k - j->nslot_parts);
     const ed_plan_t *plan = j->plan;
     const cfg_prog_t *prog = plan->prog;
     const emit_dst_t *dst = j->dst;
@@ -572,9 +666,11 @@ emit_progress(void *arg, size_t done)
 {
     const emit_job_t *j = arg;
     const ed_plan_t *plan = j->plan;
+    done += j->first;
+    size_t slots = done < j->nslot_parts ? done * EMIT_GRAIN : plan->nslots;
     if (plan->opts.on_progress != NULL)
-        plan->opts.on_progress(plan->opts.progress_arg, (j->first + done) * EMIT_GRAIN,
-                               plan->nslots);
+        plan->opts.on_progress(plan->opts.progress_arg,
+                               slots < plan->nslots ? slots : plan->nslots, plan->nslots);
 }
 
 /* The lock sites of parts [FROM, TO) appended to ALL in layout order, their vectors
@@ -592,23 +688,26 @@ join_sites(edl_lock_sites_t *all, edl_lock_sites_t *sites, size_t from, size_t t
     return rc;
 }
 
-/* The moved slots into DST on the pool (EMIT_GRAIN of them at a time), their lock sites
- * into the plan in layout order (joined after each batch: the parts' vectors are not
- * all held beside the plan's). */
+/* The moved slots and the taken-edge stubs into DST on the pool (EMIT_GRAIN slots or
+ * STUB_GRAIN stubs at a time), their lock sites into the plan in layout order, the
+ * stubs' after (joined after each batch: the parts' vectors are not all held beside
+ * the plan's). */
 static int
 emit_slots(ed_plan_t *plan, const emit_dst_t *dst)
 {
-    size_t nparts = (plan->nslots + EMIT_GRAIN - 1) / EMIT_GRAIN;
+    size_t nslot_parts = (plan->nslots + EMIT_GRAIN - 1) / EMIT_GRAIN;
+    size_t nparts = nslot_parts + (plan->nstubs + STUB_GRAIN - 1) / STUB_GRAIN;
     size_t *fall = malloc((nparts + 1) * sizeof(size_t));
     edl_lock_sites_t *sites = calloc(nparts + 1, sizeof(edl_lock_sites_t));
     int rc = fall != NULL && sites != NULL ? 0 : QP_ENOMEM;
-    for (size_t k = 0, n = 0; rc == 0 && k < nparts; k++) {
+    for (size_t k = 0, n = 0; rc == 0 && k < nslot_parts; k++) {
         fall[k] = n;
         size_t end = (k + 1) * EMIT_GRAIN < plan->nslots ? (k + 1) * EMIT_GRAIN : plan->nslots;
         for (size_t i = k * EMIT_GRAIN; i < end; i++)
             n += (plan->lay[i].flags & SLOT_JMP_AFTER) != 0;
     }
-    emit_job_t job = { plan, dst, 0, fall, sites };
+    emit_job_t job = { .plan = plan, .dst = dst, .fall = fall, .sites = sites,
+                       .nslot_parts = nslot_parts };
     edl_lock_sites_t all = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
     for (; rc == 0 && job.first < nparts; job.first += EMIT_BATCH) {
         cfg_image_release_pages(plan->prog->img);
@@ -683,7 +782,6 @@ emit_buf_write(emit_buf_t *b, size_t off, size_t len, const qp_space_ops_t *ops,
 static int
 emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
-    const cfg_prog_t *prog = plan->prog;
     /* Zeroed, the buffer and the space's new memory: the bytes nothing is emitted to
      * (alignment before the translation table) are then the same in every run, whatever
      * the heap held. */
@@ -696,7 +794,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     emit_dst_t dst = { eb.p, direct != NULL ? direct : eb.p + split, split };
     /* The input's pages go before the new code's come (emit_slots reads the old code a
      * batch at a time). */
-    cfg_image_release_pages(prog->img);
+    cfg_image_release_pages(plan->prog->img);
     /* Holes in the old text: what no code fills traps (int3), never old code. */
     for (size_t h = 0; h < plan->nholes; h++)
         if (plan->holes[3 * h + 2] > 0)
@@ -704,30 +802,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     int rc = emit_slots(plan, &dst);
     /* The last reader of the decoded instructions: they go before the rest of the new
      * code is written (chromium: 0.5 GiB). What decodes later decodes anew. */
-    cfg_image_decode_done(prog->img);
-    /* Taken-edge stubs: the snippets, then a jmp to where the branch used to go (its
-     * target as the layout decoded it: the old code is not read again). */
-    edl_lock_sites_t sites = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
-    for (size_t i = 0; i < plan->nstubs && rc == 0; i++) {
-        const ed_stub_t *st = &plan->stubs[i];
-        uint8_t *out = emit_ptr(&dst, st->new_ - plan->text);
-        uint32_t jmp = st->before == NO_STUB ? PAD_LEN(plan) : 0; /* else it falls in */
-        int n = edl_emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, &sites);
-        if (n != (int)(st->len - jmp)) {
-            rc = n < 0 ? n : QP_ERANGE;
-            break;
-        }
-        if (jmp == 0)
-            continue;
-        int j = plan->isa->emit_jmp(st->new_ + (uint64_t)n,
-                                    edl_map_branch(plan, st->jcc, st->target), out + n,
-                                    PAD_LEN(plan));
-        if (j < 0)
-            rc = j;
-    }
-    plan->lock_sites = sites.v;
-    plan->nlock_sites = sites.n;
-    plan->lock_cap = sites.cap;
+    cfg_image_decode_done(plan->prog->img);
     if (rc == 0 && plan->nxlate > 0)
         rc = emit_xlate(plan, &dst);
     if (rc == 0 && plan->nanchors > 0 && split != 0)
@@ -756,14 +831,14 @@ static int
 emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
     const cfg_prog_t *prog = plan->prog;
-    for (uint32_t pi = 0; pi < prog->nprocs; pi++) {
+    edl_pads_t all;
+    QP_CHECK(edl_pads_all(plan, &all));
+    int rc = 0;
+    for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
         if (plan->reason[pi] != NULL || (prog->procs[pi].flags & CFG_PROC_FRAGMENT))
             continue;
-        uint64_t *pads;
-        size_t npads;
-        uint32_t nind;
-        QP_CHECK(edl_collect_pads(plan, pi, &pads, &npads, &nind));
-        int rc = 0;
+        const uint64_t *pads = all.v + all.off[pi];
+        size_t npads = all.off[pi + 1] - all.off[pi];
         for (size_t k = 0; k < npads && rc == 0; k++) {
             uint8_t jmp[ARCH_MAX_INSN];
             if (edl_dropped_at(plan, pads[k]) != CFG_NONE)
@@ -774,12 +849,11 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             else if ((rc = plan->isa->emit_jmp(pads[k], slot_new(plan, s), jmp, sizeof(jmp))) > 0)
                 rc = ops->write(space, pads[k], jmp, PAD_LEN(plan));
         }
-        free(pads);
-        QP_CHECK(rc);
         plan->stats.npads += (uint32_t)npads;
-        plan->stats.nind_pads += nind;
+        plan->stats.nind_pads += all.nind[pi];
     }
-    return 0;
+    edl_pads_free(&all);
+    return rc;
 }
 
 /*
@@ -804,9 +878,13 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         if (!tb->bounded || tb->nentries == 0 || tb->shift != 0 || tb->zext
             || !(tb->relative ? tb->entry_size == 4 : tb->entry_size == 8 && !pie))
             continue; /* (edl_table_sure's tables) */
-        /* Every jump that uses these entries must be in moved code. */
+        /* Every jump that uses these entries must be in moved code. A table no other
+         * shares bytes with (plan->table_alone: a scan of every table for each was
+         * quadratic, cc1's 3,060 tables 0.16 G instructions) has its own jump alone. */
         int ok = 1;
-        for (uint32_t u = 0; u < prog->ntables && ok; u++) {
+        if (plan->table_alone[t])
+            ok = edl_slot_at(plan, tb->jump) != NULL;
+        for (uint32_t u = 0; u < prog->ntables && ok && !plan->table_alone[t]; u++) {
             const cfg_table_t *o = &prog->tables[u];
             uint64_t oend = o->addr + (uint64_t)o->nentries * o->entry_size;
             uint64_t tend = tb->addr + (uint64_t)tb->nentries * tb->entry_size;
@@ -938,7 +1016,7 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             return QP_ERANGE;
         if (plan->text_size + skip > UINT32_MAX)
             return QP_ERANGE; /* slots hold 32-bit offsets */
-        shift_overflow(plan, skip);
+        QP_CHECK(shift_overflow(plan, skip));
     } else
         QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X,
                                  &plan->text));

@@ -5,17 +5,20 @@
  * (base/qp_bytes.h): the one pair every reader of the project uses (DWARF, .eh_frame,
  * the description's stream, the runtime's lock sites, pprof's varints); the buckets
  * that narrow a search of sorted addresses (base/qp_search.h: cfg_block_at,
- * cfg_discover_find and the editor's slots share them).
+ * cfg_discover_find and the editor's slots share them); the radix sort of 64-bit keys
+ * (base/qp_sort.h) against qsort.
  */
 #include "config.h"
 
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/qp_bytes.h"
 #include "base/qp_leb.h"
 #include "base/qp_search.h"
+#include "base/qp_sort.h"
 
 /* The DWARF 5 standard's examples (7.6, figures 22 and 23) and the edges of 64 bits. */
 static const struct {
@@ -183,6 +186,34 @@ START_TEST(test_base_buckets_sparse)
 }
 END_TEST
 
+/* qp_sort_u64 orders as qsort does: keys that differ in every byte, in a few low bytes
+ * only (a byte alike in all is skipped), with repeats, sorted already, reversed, one. */
+START_TEST(test_base_sort_u64)
+{
+    enum { N = 5000 };
+    static uint64_t v[N], w[N];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int round = 0; round < 6; round++) {
+        size_t n = round == 5 ? 1 : N;
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v[i] = round == 0 ? x
+                : round == 1 ? 0x400000 + (x & 0xffff) * 4 /* addresses: two bytes differ */
+                : round == 2 ? (x & 7) << 40 | 0x1234 /* repeats, one byte differs */
+                : round == 3 ? i * 3 : round == 4 ? (uint64_t)(N - i) << 32 : x;
+        }
+        memcpy(w, v, n * sizeof(uint64_t));
+        qsort(w, n, sizeof(uint64_t), qp_sort_u64_cmp);
+        qp_sort_u64(v, n);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(v[i] == w[i], "round %d: key %zu is 0x%llx, not 0x%llx", round, i,
+                          (unsigned long long)v[i], (unsigned long long)w[i]);
+    }
+}
+END_TEST
+
 static Suite *
 base_suite(void)
 {
@@ -197,6 +228,9 @@ base_suite(void)
     tc = tcase_create("buckets");
     tcase_add_test(tc, test_base_buckets_range);
     tcase_add_test(tc, test_base_buckets_sparse);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("sort");
+    tcase_add_test(tc, test_base_sort_u64);
     suite_add_tcase(s, tc);
     return s;
 }

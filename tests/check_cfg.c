@@ -325,6 +325,56 @@ START_TEST(test_cfg_known_shapes)
 }
 END_TEST
 
+/* The init and fini arrays' functions are read through their relocations, found by a
+ * binary search: right only once the relocations are sorted, which the linkers below do
+ * not do (ld -z nocombreloc writes .rela.data.rel.ro before .rela.init_array; lld
+ * writes .data's relocation first and leaves the arrays' words 0 in the file). */
+static const char *const ctor_links[] = {
+    "gcc -O2 -fPIE -pie -Wl,-z,nocombreloc",
+    "clang -O2 -fPIE -pie -fuse-ld=lld",
+    "clang -O2 -fPIE -pie -fuse-ld=lld -Wl,-z,nocombreloc",
+};
+
+static int
+has_init_func(const cfg_image_t *img, const char *name)
+{
+    uint64_t addr = 0;
+    for (size_t i = 0; i < img->nsymbols; i++)
+        if (strcmp(img->symbols[i].name, name) == 0)
+            addr = img->symbols[i].addr;
+    ck_assert_msg(addr != 0, "no symbol %s", name);
+    for (size_t i = 0; i < img->ninit_funcs; i++)
+        if (img->init_funcs[i] == addr)
+            return 1;
+    return 0;
+}
+
+START_TEST(test_cfg_init_funcs_unsorted_relocs)
+{
+    const char *srcdir = getenv("top_srcdir");
+    char cmd[1024], out[64];
+    snprintf(cmd, sizeof(cmd), "command -v %.*s >/dev/null 2>&1 && %s -x c /dev/null -c -o /dev/null",
+             (int)strcspn(ctor_links[_i], " "), ctor_links[_i], ctor_links[_i]);
+    if (system(cmd) != 0)
+        return; /* compiler or linker not installed */
+    snprintf(out, sizeof(out), "/tmp/qpt-ctor-%d-%d", (int)getpid(), _i);
+    snprintf(cmd, sizeof(cmd), "%s -o %s %s/tests/known/ctor.c 2>/dev/null", ctor_links[_i], out,
+             srcdir ? srcdir : ".");
+    if (system(cmd) != 0)
+        return; /* this linker cannot link it (lld not installed) */
+    cfg_image_t *img = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(out, &img), 0);
+    ck_assert_msg(has_init_func(img, "known_ctor"), "%s: the constructor is not an init function",
+                  ctor_links[_i]);
+    ck_assert_msg(has_init_func(img, "known_dtor"), "%s: the destructor is not an init function",
+                  ctor_links[_i]);
+    for (size_t i = 1; i < img->ninit_funcs; i++)
+        ck_assert(img->init_funcs[i - 1] <= img->init_funcs[i]);
+    cfg_image_destroy(img);
+    unlink(out);
+}
+END_TEST
+
 START_TEST(test_cfg_lookups)
 {
     char *path = compile_known(1);
@@ -352,6 +402,21 @@ START_TEST(test_cfg_lookups)
         ck_assert_uint_lt(xt[i - 1], xt[i]);
     ck_assert_int_eq(cfg_interior_entries(NULL, &xt, &nxt), QP_EINVAL);
     ck_assert_int_eq(cfg_interior_entries(prog, NULL, &nxt), QP_EINVAL);
+    /* cfg_held_addrs_view: the same answer as cfg_held_addrs' copy, lent. */
+    const cfg_held_t *hv, *hv2;
+    cfg_held_t *hc;
+    size_t nhv, nhv2, nhc;
+    ck_assert_int_eq(cfg_held_addrs_view(prog, &hv, &nhv), 0);
+    ck_assert_int_eq(cfg_held_addrs_view(prog, &hv2, &nhv2), 0);
+    ck_assert_ptr_eq(hv, hv2);
+    ck_assert_uint_eq(nhv, nhv2);
+    ck_assert_uint_gt(nhv, 0);
+    ck_assert_int_eq(cfg_held_addrs(prog, &hc, &nhc), 0);
+    ck_assert_uint_eq(nhc, nhv);
+    ck_assert(hc != hv && memcmp(hc, hv, nhv * sizeof(*hv)) == 0);
+    free(hc);
+    ck_assert_int_eq(cfg_held_addrs_view(NULL, &hv, &nhv), QP_EINVAL);
+    ck_assert_int_eq(cfg_held_addrs_view(prog, NULL, &nhv), QP_EINVAL);
     ck_assert(img->flags & CFG_IMG_PIE);
     ck_assert(img->flags & CFG_IMG_SYMTAB);
     ck_assert_uint_gt(img->build_id_len, 0);
@@ -392,7 +457,7 @@ START_TEST(test_cfg_decode_frozen)
     ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
     ck_assert_int_eq(cfg_image_open_bfd(path, &fresh), 0);
     ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
-    cfg_image_decode_freeze(img); /* (again: nothing changes) */
+    cfg_image_decode_freeze(img, 2); /* (again: nothing changes) */
     size_t ninsns = 0;
     for (uint32_t i = 0; i < prog->nblocks; i++) {
         const cfg_block_t *b = &prog->blocks[i];
@@ -416,6 +481,91 @@ START_TEST(test_cfg_decode_frozen)
     cfg_image_destroy(fresh);
     unlink(path);
     free(path);
+}
+END_TEST
+
+START_TEST(test_cfg_decode_frozen_pieces)
+{
+    /* Frozen on several threads, a section of several pieces (bash's .text: 256 KiB
+     * each) keeps every instruction the cache took, and decodes at every byte as an
+     * image never frozen. */
+    const char *path = "/usr/bin/bash";
+    cfg_image_t *img = NULL, *fresh = NULL;
+    if (access(path, R_OK) != 0 || cfg_image_open_bfd(path, &img) != 0)
+        return;
+    ck_assert_int_eq(cfg_image_open_bfd(path, &fresh), 0);
+    const cfg_section_t *text = cfg_image_section_named(img, ".text");
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_gt(text->size, 2 << 18); /* three pieces or more */
+    /* Every instruction of a linear sweep in the cache, and one at every 7th byte. */
+    for (uint64_t a = text->vma; a < text->vma + text->size;) {
+        arch_insn_t in;
+        a += cfg_image_decode(img, a, 0, &in) == 0 ? in.len : 1;
+    }
+    for (uint64_t a = text->vma; a < text->vma + text->size; a += 7) {
+        arch_insn_t in;
+        (void)cfg_image_decode(img, a, 0, &in);
+    }
+    cfg_image_decode_freeze(img, 3);
+    for (uint64_t a = text->vma; a < text->vma + text->size; a++)
+        same_decode(fresh, img, a, 0);
+    cfg_image_destroy(img);
+    cfg_image_destroy(fresh);
+}
+END_TEST
+
+START_TEST(test_cfg_flatten_threads)
+{
+    /* The program's arrays, made per procedure on the pool (cfg_build.c's flatten, the
+     * block order by address), are the same on three threads as on one: blocks, edges,
+     * predecessors, procedures' ranges and the blocks by address. */
+    const char *path = "/usr/bin/bash";
+    cfg_image_t *img1 = NULL, *img3 = NULL;
+    cfg_prog_t *p1 = NULL, *p3 = NULL;
+    if (access(path, R_OK) != 0 || cfg_image_open_bfd(path, &img1) != 0)
+        return;
+    ck_assert_int_eq(cfg_image_open_bfd(path, &img3), 0);
+    cfg_opts_t o1 = { 0 }, o3 = { 0 };
+    o1.threads = 1;
+    o3.threads = 3;
+    ck_assert_int_eq(cfg_prog_build(img1, &o1, &p1), 0);
+    ck_assert_int_eq(cfg_prog_build(img3, &o3, &p3), 0);
+    ck_assert_uint_gt(p1->nprocs, 1000);
+    ck_assert_uint_eq(p1->nprocs, p3->nprocs);
+    ck_assert_uint_eq(p1->nblocks, p3->nblocks);
+    ck_assert_uint_eq(p1->nedges, p3->nedges);
+    ck_assert_uint_eq(p1->ntables, p3->ntables);
+    for (uint32_t i = 0; i < p1->nprocs; i++)
+        ck_assert(p1->procs[i].entry == p3->procs[i].entry
+                  && p1->procs[i].block == p3->procs[i].block
+                  && p1->procs[i].nblocks == p3->procs[i].nblocks
+                  && p1->procs[i].parent == p3->procs[i].parent);
+    for (uint32_t k = 0; k < p1->nblocks; k++) {
+        const cfg_block_t *a = &p1->blocks[k], *b = &p3->blocks[k];
+        ck_assert(a->start == b->start && a->end == b->end && a->proc == b->proc
+                  && a->succ == b->succ && a->nsucc == b->nsucc && a->pred == b->pred
+                  && a->npred == b->npred);
+        for (uint32_t j = 0; j < a->npred; j++) {
+            uint32_t e = p1->preds[a->pred + j];
+            ck_assert_uint_eq(e, p3->preds[b->pred + j]);
+            ck_assert_uint_eq(p1->edges[e].to, k);
+            ck_assert(j == 0 || p1->preds[a->pred + j - 1] < e);
+        }
+    }
+    for (uint32_t e = 0; e < p1->nedges; e++)
+        ck_assert(p1->edges[e].from == p3->edges[e].from && p1->edges[e].to == p3->edges[e].to
+                  && p1->edges[e].target == p3->edges[e].target
+                  && p1->edges[e].kind == p3->edges[e].kind);
+    size_t n1, n3;
+    const uint32_t *by1 = cfg_blocks_by_addr(p1, &n1), *by3 = cfg_blocks_by_addr(p3, &n3);
+    ck_assert_uint_eq(n1, n3);
+    ck_assert(memcmp(by1, by3, n1 * sizeof(*by1)) == 0);
+    for (size_t i = 1; i < n1; i++)
+        ck_assert_uint_le(p1->blocks[by1[i - 1]].start, p1->blocks[by1[i]].start);
+    cfg_prog_destroy(p1);
+    cfg_prog_destroy(p3);
+    cfg_image_destroy(img1);
+    cfg_image_destroy(img3);
 }
 END_TEST
 
@@ -503,7 +653,11 @@ cfg_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_cfg_known_shapes, 0, (int)NVARIANTS);
     tcase_add_test(tc, test_cfg_lookups);
+    tcase_add_loop_test(tc, test_cfg_init_funcs_unsorted_relocs, 0,
+                        (int)(sizeof(ctor_links) / sizeof(ctor_links[0])));
     tcase_add_test(tc, test_cfg_decode_frozen);
+    tcase_add_test(tc, test_cfg_decode_frozen_pieces);
+    tcase_add_test(tc, test_cfg_flatten_threads);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,17 +4,22 @@
  * The relocation plan's indexes (editor/ed_select.c): the jump tables by jump address
  * and whether another table shares a table's bytes (edl_index_tables), against the
  * definition (a scan of every pair) on tables that start together, nest, touch, are
- * empty or stand apart; and the pool's serial step beside its items
- * (qp_parallel_for_beside).
+ * empty or stand apart; the pool's serial step beside its items
+ * (qp_parallel_for_beside); and the layout's slots collected in parts on the pool and
+ * joined in procedure order: the same plan from parts of one procedure each as from
+ * the default parts (tests/threads.sh cannot see a join that drops or reorders parts:
+ * the parts are cut by instructions, not by threads).
  */
 #include "config.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/qp_pool.h"
 #include "editor/ed.h"
@@ -108,6 +113,112 @@ START_TEST(test_plan_pool_beside)
 }
 END_TEST
 
+
+/*
+ * A plan of PROG laid out with parts of the slots' collection of about GRAIN
+ * instructions (0: the default), on THREADS threads: a counter before every block of
+ * a moved procedure and on the taken edge of every conditional branch ending one (every
+ * other asking to fall into its target), so that the join numbers stubs too.
+ */
+static ed_plan_t *
+laid_out(const cfg_prog_t *prog, size_t grain, unsigned threads)
+{
+    ed_opts_t eo = { 0 };
+    eo.threads = threads;
+    ed_plan_t *plan = NULL;
+    ck_assert_int_eq(ed_plan_create(prog, &eo, &plan), 0);
+    ed_probe_t *pr = malloc(2 * ((size_t)prog->nblocks + 1) * sizeof(ed_probe_t));
+    ck_assert_ptr_nonnull(pr);
+    size_t n = 0;
+    for (uint32_t b = 0; b < prog->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        const cfg_proc_t *p = &prog->procs[bl->proc];
+        uint32_t owner = (p->flags & CFG_PROC_FRAGMENT) ? p->parent : bl->proc;
+        if (owner == CFG_NONE || ed_plan_left_reason(plan, owner) != NULL
+            || ed_plan_left_reason(plan, bl->proc) != NULL || bl->end <= bl->start)
+            continue;
+        pr[n++] = (ed_probe_t) { .addr = bl->start, .at = ED_AT_BEFORE, .what = ED_SNIP_COUNT,
+                                 .counter = (uint32_t)n };
+        if (bl->last_kind != ARCH_KIND_JCC)
+            continue;
+        arch_insn_t in = { 0 };
+        uint64_t last = bl->start;
+        for (uint64_t a = bl->start; a < bl->end; a += in.len) {
+            ck_assert_int_eq(cfg_image_decode(prog->img, a, bl->end, &in), 0);
+            last = a;
+        }
+        pr[n++] = (ed_probe_t) { .addr = last, .at = ED_AT_TAKEN, .what = ED_SNIP_COUNT,
+                                 .flags = (b & 1) ? ED_PROBE_FALL_IN : 0,
+                                 .counter = (uint32_t)n };
+    }
+    ck_assert_int_eq(ed_plan_set_probes(plan, pr, n), 0);
+    free(pr);
+    ed_plan_set_runtime(plan, 0x10000000, 0, 0, 0, 0);
+    plan->collect_grain = grain;
+    ck_assert_int_eq(edl_layout(plan, 1), 0);
+    return plan;
+}
+
+/* Are A and B laid out alike: slots, stubs, fall-through targets, chunks, figures? */
+static void
+same_layout(const ed_plan_t *a, const ed_plan_t *b)
+{
+    ck_assert_uint_eq(a->nslots, b->nslots);
+    ck_assert_uint_eq(a->old_base, b->old_base);
+    for (size_t i = 0; i < a->nslots; i++) {
+        const ed_slot_t *x = &a->lay[i], *y = &b->lay[i];
+        ck_assert_msg(x->old == y->old && x->new_ == y->new_ && x->stub == y->stub
+                          && x->pre == y->pre && x->entry_pre == y->entry_pre
+                          && x->post == y->post && x->lead == y->lead && x->len == y->len
+                          && x->olen == y->olen && x->flags == y->flags,
+                      "slot %zu of %zu differs: old 0x%x / 0x%x, new 0x%x / 0x%x", i,
+                      a->nslots, x->old, y->old, x->new_, y->new_);
+    }
+    ck_assert_uint_eq(a->nstubs, b->nstubs);
+    for (size_t i = 0; i < a->nstubs; i++) {
+        const ed_stub_t *x = &a->stubs[i], *y = &b->stubs[i];
+        ck_assert(x->jcc == y->jcc && x->new_ == y->new_ && x->target == y->target
+                  && x->len == y->len && x->before == y->before && x->want_fall == y->want_fall);
+    }
+    ck_assert_uint_eq(a->nfall, b->nfall);
+    ck_assert(a->nfall == 0 || memcmp(a->fall, b->fall, a->nfall * sizeof(uint64_t)) == 0);
+    ck_assert_uint_eq(a->nchunks, b->nchunks);
+    ck_assert(memcmp(a->chunk, b->chunk, (a->nchunks + 1) * sizeof(uint32_t)) == 0);
+    ck_assert_uint_eq(a->text_size, b->text_size);
+    ck_assert_uint_eq(a->mirror, b->mirror);
+    ck_assert_uint_eq(a->stats.nmoved, b->stats.nmoved);
+    ck_assert_uint_eq(a->stats.bytes_old, b->stats.bytes_old);
+    ck_assert_uint_eq(a->nxlate, b->nxlate);
+    ck_assert_uint_eq(a->nprobes_placed, b->nprobes_placed);
+}
+
+START_TEST(test_plan_collect_parts_joined)
+{
+    const char *path = "/usr/bin/bash";
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "test_plan_collect_parts_joined: no %s, skipped\n", path);
+        return;
+    }
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    ed_plan_t *whole = laid_out(prog, 0, 1);
+    ck_assert_uint_gt(whole->nstubs, 100);
+    ck_assert_uint_gt(whole->nfall, 100);
+    ck_assert_uint_gt(whole->nchunks, 100);
+    /* One procedure a part (as many parts as procedures), on one and on three threads. */
+    for (unsigned threads = 1; threads <= 3; threads += 2) {
+        ed_plan_t *small = laid_out(prog, 1, threads);
+        same_layout(whole, small);
+        ed_plan_destroy(small);
+    }
+    ed_plan_destroy(whole);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 static Suite *
 plan_suite(void)
 {
@@ -116,6 +227,10 @@ plan_suite(void)
     tcase_add_test(tc, test_plan_tables_alone);
     tcase_add_test(tc, test_plan_pool_beside);
     suite_add_tcase(s, tc);
+    TCase *lay = tcase_create("layout");
+    tcase_set_timeout(lay, 120);
+    tcase_add_test(lay, test_plan_collect_parts_joined);
+    suite_add_tcase(s, lay);
     return s;
 }
 

@@ -16,7 +16,8 @@
 #  - the new unwind tables go over the old ones when they fit (not in static programs),
 #    and backtrace() still walks through moved code;
 #  - a hot procedure reached through data whose cold part jumps into its middle is not
-#    taken for that cold part's fragment (its head would stay and run into new code).
+#    taken for that cold part's fragment (its head would stay and run into new code);
+#  - a procedure with a jump table cut where other data starts keeps its old bytes.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -208,6 +209,44 @@ if gcc -O2 -no-pie -Dmain=many_main -c "$dir/many.c" -o "$dir/many-nopie.o" &&
 else
     exit 99
 fi
+
+# A procedure with a scanned jump table cut where other data starts keeps its old bytes:
+# an index past the cut would read a word that is no redirect and run the old code
+# (editor/ed_reuse.c). tests/scantab/enums.c's `step` (two tables, the first one cut)
+# linked with many.c's 300 procedures, so that the old text is reused: the bytes of
+# `step` past its entry's redirect differ from the original's only by redirects (a
+# 5-byte jmp at a table's target), never by new code placed over them.
+# diff_not_redirects EXE OUT FUNC: the differing bytes of FUNC (past its first 5) that no
+# `e9` within the 4 bytes before them in OUT explains.
+diff_not_redirects() {
+    set -- "$1" "$2" "$(nm -S "$1" | awk -v f="$3" '$4 == f { print $1, $2 }')"
+    set -- "$1" "$2" ${3% *} ${3#* } "$(readelf -SW "$1" | awk '$2 == ".text" { print $4, $5 }')"
+    off=$((0x$3 - 0x${5% *} + 0x${5#* } + 5)) n=$((0x$4 - 5))
+    tail -c +$((off + 1)) "$2" | head -c $n | od -An -v -tx1 | tr -s ' ' '\n' | grep . >"$dir/out.hex"
+    tail -c +$((off + 1)) "$1" | head -c $n | od -An -v -tx1 | tr -s ' ' '\n' | grep . >"$dir/in.hex"
+    paste "$dir/in.hex" "$dir/out.hex" | awk '{ last = ($2 == "e9") ? NR : last }
+        $1 != $2 && !(last && NR - last < 5) { n++ } END { print n + 0 }'
+}
+for cc in gcc clang; do
+    qp_have "$cc" || continue
+    exe=$dir/cut.$cc
+    printf '%s\n' 'int many_main(int, char **); int enums_main(int, char **);' \
+        'int main(int argc, char **argv) { char *a[] = { argv[0], "5600", 0 };' \
+        '    many_main(argc, argv); return enums_main(2, a); }' >"$dir/cut.c"
+    $cc -O2 -fPIE -pie -Dmain=many_main -c "$dir/many.c" -o "$dir/many.$cc.o" 2>/dev/null &&
+        $cc -O2 -fPIE -pie -Dmain=enums_main -c "$top_srcdir/tests/scantab/enums.c" -o "$dir/enums.$cc.o" 2>/dev/null &&
+        $cc -O2 -fPIE -pie -o "$exe" "$dir/cut.c" "$dir/many.$cc.o" "$dir/enums.$cc.o" 2>/dev/null || exit 99
+    want=$("$exe")
+    "$QPT_REWRITE" -v "$exe" -o "$exe.qp" >"$exe.log" 2>&1 || { bad "cut $cc: rewrite: $(tail -n 1 "$exe.log")"; continue; }
+    # Not vacuous: the old text is reused, and step's bytes changed (its redirects).
+    grep -q 'old text reused: [1-9]' "$exe.log" || bad "cut $cc: no old text reused"
+    cmp -s "$exe" "$exe.qp" && bad "cut $cc: the output is the input"
+    got=$(QP_PROFILE=$exe.qp.qp "$exe.qp")
+    [ "$got" = "$want" ] && ok "cut $cc: the rewrite prints what the original prints" || bad "cut $cc: prints '$got', the original '$want'"
+    n=$(diff_not_redirects "$exe" "$exe.qp" step)
+    [ "$n" = 0 ] && ok "cut $cc: step's old bytes stay, but for redirects" ||
+        bad "cut $cc: $n bytes of step's old code overwritten by other than redirects"
+done
 
 # Tracing decodes the old code: never reused.
 exe=$dir/many-O2
