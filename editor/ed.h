@@ -328,7 +328,8 @@ typedef struct ed_opts {
     void *progress_arg;         /* its ARG */
     void (*on_phase)(void *arg, const char *phase); /* or NULL: the end of a part of
                                 * ed_plan_apply (the points patched in place, the layout,
-                                * the new code's place before it is emitted):
+                                * the new code's place before it is emitted, the tables
+                                * of labels retargeted, the new code emitted):
                                 * development timing, and where a tool gives its heap's
                                 * free pages back */
     void *phase_arg;            /* its ARG */
@@ -516,7 +517,10 @@ const char *ed_plan_left_reason(const ed_plan_t *plan, uint32_t proc);
  * rel32 reach of the image), write the relocated code there and a `jmp` to the new code at
  * every entry and indirect-jump target of each moved procedure's old bytes. Direct
  * branches go through the global old-to-new map. Returns 0, QP_ERANGE when the new code
- * cannot reach what it refers to, or an error of SPACE.
+ * cannot reach what it refers to, or an error of SPACE. The image's pages read so far are
+ * released as it goes (cfg_image_release_pages) and its decoded instructions let go once
+ * the moved code is written (cfg_image_decode_done): what reads them later reads the
+ * file's pages again and decodes anew.
  */
 int ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
 

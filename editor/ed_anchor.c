@@ -259,7 +259,7 @@ edl_anchors_unpad(const ed_plan_t *plan, uint8_t *buf)
             const ed_slot_t *t = edl_slot_at(plan, o);
             arch_insn_t in;
             ok = t != NULL && slot_new(plan, t) == end && t->pre == 0 && t->post == 0
-                && t->lead == 0 && t->len == 4 && t->olen == 4 && t->stub == NO_STUB
+                && slot_lead(t) == 0 && t->len == 4 && t->olen == 4 && t->stub == NO_STUB
                 && !(t->flags & (SLOT_JMP_AFTER | SLOT_XLATE))
                 && cfg_image_decode(prog->img, o, 0, &in) == 0
                 && !(in.flags & ARCH_F_RIPREL)

@@ -437,7 +437,10 @@ size_probes(const ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, collect_
     if (pre > UINT16_MAX || post > UINT16_MAX)
         return QP_ERANGE;
     s->pre = (uint16_t)pre;
-    s->entry_pre = (uint16_t)entry_pre;
+    if (entry_pre > 0) {
+        s->extra = (uint16_t)entry_pre; /* (part of pre) */
+        s->flags |= SLOT_ENTRY;
+    }
     s->post = (uint16_t)post;
     if (taken > 0) {
         if (in->kind != ARCH_KIND_JCC)
@@ -788,7 +791,7 @@ fall_stubs(ed_plan_t *plan)
         if (!st->want_fall)
             continue;
         ed_slot_t *t = slot_at(plan, st->target);
-        if (t == NULL || t->lead != 0 || t->entry_pre != 0 || st->len - PAD_LEN(plan) > UINT16_MAX)
+        if (t == NULL || t->extra != 0 || st->len - PAD_LEN(plan) > UINT16_MAX)
             continue;
         const ed_seg_t *a = edl_seg_at(plan, st->jcc, NULL), *b = edl_seg_at(plan, st->target, NULL);
         uint32_t bi = cfg_block_at(plan->prog, st->target);
@@ -807,7 +810,7 @@ fall_stubs(ed_plan_t *plan)
         }
         st->len -= PAD_LEN(plan);
         st->before = (uint32_t)(t - plan->lay);
-        t->lead = (uint16_t)st->len;
+        t->extra = (uint16_t)st->len; /* (no SLOT_ENTRY: extra was 0) */
         plan->stats.nstubs_fall++;
     }
     if (added == 0)
@@ -838,7 +841,7 @@ assign(ed_plan_t *plan, uint64_t base)
     uint64_t at = base;
     for (size_t i = 0; i < plan->nslots; i++) {
         ed_slot_t *s = &plan->lay[i];
-        at += s->lead;
+        at += slot_lead(s);
         s->new_ = (uint32_t)at; /* (edl_layout refuses a size past 32 bits) */
         at += slot_size(plan, s);
     }
@@ -970,10 +973,10 @@ edl_map_branch(const ed_plan_t *plan, uint64_t from, uint64_t target)
     const ed_slot_t *s = target_slot(plan, target);
     if (s == NULL)
         return target;
-    if (s->entry_pre > 0) {
+    if (slot_entry_pre(s) > 0) {
         const ed_seg_t *a = edl_seg_at(plan, from, NULL), *b = edl_seg_at(plan, target, NULL);
         if (a != NULL && b != NULL && a->owner == b->owner)
-            return slot_new(plan, s) + s->entry_pre;
+            return slot_new(plan, s) + slot_entry_pre(s);
     }
     return slot_new(plan, s);
 }

@@ -21,7 +21,9 @@
 #define PAD_LEN(plan) ((plan)->isa->jmp_len)
 
 /* A moved instruction. Slots are millions (chromium: about fifty), so both addresses are
- * 32-bit offsets, 24 bytes a slot instead of 32: read them with slot_old and slot_new. */
+ * 32-bit offsets and the small fields share 16 bits, 20 bytes a slot instead of 32: read
+ * the addresses with slot_old and slot_new, the lead and entry bytes with slot_lead and
+ * slot_entry_pre. */
 typedef struct ed_slot {
     uint32_t old;      /* old address of the instruction, from plan->old_base */
     uint32_t new_;     /* new address of the slot: its BEFORE snippets, then the instruction
@@ -29,16 +31,18 @@ typedef struct ed_slot {
                         * once applied) */
     uint32_t stub;     /* its taken-edge stub in plan->stubs, or NO_STUB */
     uint16_t pre;      /* bytes of snippets before the instruction */
-    uint16_t entry_pre;/* ... of which the first ones run for calls only (ED_PROBE_ENTRY) */
     uint16_t post;     /* bytes of snippets after it (fall-through path) */
-    uint16_t lead;     /* bytes of a taken-edge stub placed just before new_, falling into
-                        * the slot (ED_PROBE_FALL_IN); 0 for none */
-    uint8_t len;       /* new length, stretch nop included */
-    uint8_t olen;      /* old length */
-    uint8_t flags;     /* SLOT_* */
+    uint16_t extra;    /* SLOT_ENTRY: of pre, the bytes of the first snippets, which run for
+                        * calls only (ED_PROBE_ENTRY); else the bytes of a taken-edge stub
+                        * placed just before new_, falling into the slot (ED_PROBE_FALL_IN),
+                        * 0 for none. Never both: a stub falls into no such slot. */
+    unsigned len : 6;  /* new length, stretch nop included (<= ARCH_MAX_RELOC + 1) */
+    unsigned olen : 4; /* old length (<= ARCH_MAX_INSN) */
+    unsigned flags : 6;/* SLOT_* */
 } ed_slot_t;
 
-_Static_assert(sizeof(ed_slot_t) == 24, "a slot is 24 bytes");
+_Static_assert(sizeof(ed_slot_t) == 20, "a slot is 20 bytes");
+_Static_assert(ARCH_MAX_RELOC + 1 < 64 && ARCH_MAX_INSN < 16, "a slot's lengths fit their bits");
 
 #define NO_STUB UINT32_MAX
 #define NO_HOLE UINT64_MAX
@@ -59,7 +63,8 @@ enum {
     SLOT_JMP_AFTER = 2, /* a `jmp` follows (fall-through to a block not next in layout) */
     SLOT_BRANCH = 4,   /* a direct jmp or jcc: a candidate for the rel8 form */
     SLOT_XLATE = 8,    /* an indirect jump of unknown targets, translated at run time */
-    SLOT_JMP_ADDED = 16 /* its SLOT_JMP_AFTER jumps over a stub falling into the next slot */
+    SLOT_JMP_ADDED = 16, /* its SLOT_JMP_AFTER jumps over a stub falling into the next slot */
+    SLOT_ENTRY = 32     /* its extra bytes are snippets for calls only (slot_entry_pre) */
 };
 
 typedef struct ed_seg {
@@ -177,6 +182,20 @@ static inline uint64_t
 slot_new(const ed_plan_t *plan, const ed_slot_t *s)
 {
     return plan->new_base + s->new_;
+}
+
+/* Bytes of the taken-edge stub that falls into slot S, placed just before its new_. */
+static inline uint32_t
+slot_lead(const ed_slot_t *s)
+{
+    return (s->flags & SLOT_ENTRY) ? 0 : s->extra;
+}
+
+/* Bytes of slot S's BEFORE snippets that run for calls only (the first ones). */
+static inline uint32_t
+slot_entry_pre(const ed_slot_t *s)
+{
+    return (s->flags & SLOT_ENTRY) ? s->extra : 0;
 }
 
 /* Old addresses per bucket of the lookup index: a lookup searches a few slots, not all. */

@@ -336,13 +336,13 @@ ed_plan_map_state(void *arg, uint64_t old)
     const ed_plan_t *plan = arg;
     size_t lo = edl_slot_lower(plan, old), si;
     if (lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) == old)
-        return slot_new(plan, SLOT(plan, lo)) - SLOT(plan, lo)->lead;
+        return slot_new(plan, SLOT(plan, lo)) - slot_lead(SLOT(plan, lo));
     const ed_seg_t *seg = edl_seg_at(plan, old, &si);
     if (seg == NULL)
         return 0;
     /* As ed_plan_map: the next moved instruction of the extent (its stub first). */
     if (lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) < seg->end)
-        return slot_new(plan, SLOT(plan, lo)) - SLOT(plan, lo)->lead;
+        return slot_new(plan, SLOT(plan, lo)) - slot_lead(SLOT(plan, lo));
     return plan->seg_new_end[si];
 }
 
@@ -404,8 +404,8 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
         for (; k < plan->nslots && slot_old(plan, SLOT(plan, k)) < end; k++) {
             const ed_slot_t *s = SLOT(plan, k);
             /* A stub falling into the slot is part of its piece. */
-            if (have && slot_new(plan, s) - s->lead == run_end) {
-                run_end += s->lead + slot_size(plan, s);
+            if (have && slot_new(plan, s) - slot_lead(s) == run_end) {
+                run_end += slot_lead(s) + slot_size(plan, s);
                 run_oend = slot_old(plan, s) + s->olen;
                 continue;
             }
@@ -414,7 +414,7 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
             have = 1;
             run_old = slot_old(plan, s);
             run_oend = slot_old(plan, s) + s->olen;
-            run_new = slot_new(plan, s) - s->lead;
+            run_new = slot_new(plan, s) - slot_lead(s);
             run_end = slot_new(plan, s) + slot_size(plan, s);
         }
         if (have)
@@ -538,9 +538,15 @@ emit_xlate(ed_plan_t *plan, const emit_dst_t *d)
  */
 #define EMIT_GRAIN 4096
 
+/* Parts emitted between two releases of the input's pages (cfg_image_release_pages): the
+ * old code they read comes back from the page cache when read again, and the input is
+ * not resident beside the new code (chromium: its 236 MB of text, 1M slots a batch). */
+#define EMIT_BATCH 256
+
 typedef struct emit_job {
     const ed_plan_t *plan;
     const emit_dst_t *dst;       /* where the new code goes */
+    size_t first;                /* the batch's first part */
     size_t *fall;                /* per part: the first of plan->fall its slots use */
     edl_lock_sites_t *sites;         /* per part: its switchable increments */
     size_t nslot_parts;          /* the slots' parts; the stubs' come after */
@@ -552,7 +558,8 @@ typedef struct emit_job {
 #define STUB_GRAIN 4096
 
 /* The taken-edge stubs [K, K + 1) * STUB_GRAIN of J: the snippets, then a jmp to where
- * the branch used to go (none when the stub falls into its target). */
+ * the branch used to go (none when the stub falls into its target; its target as the
+ * layout decoded it: the old code is not read again). */
 static int
 emit_stubs_part(const emit_job_t *j, size_t k)
 {
@@ -561,9 +568,6 @@ emit_stubs_part(const emit_job_t *j, size_t k)
     size_t end = (k + 1) * STUB_GRAIN < plan->nstubs ? (k + 1) * STUB_GRAIN : plan->nstubs;
     for (size_t i = k * STUB_GRAIN; i < end; i++) {
         const ed_stub_t *st = &plan->stubs[i];
-        arch_insn_t in;
-        if (cfg_image_decode(plan->prog->img, st->jcc, 0, &in) < 0)
-            return QP_EDECODE;
         uint8_t *out = emit_ptr(j->dst, st->new_ - plan->text);
         uint32_t jmp = st->before == NO_STUB ? PAD_LEN(plan) : 0; /* else it falls in */
         int n = edl_emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, sites);
@@ -572,7 +576,7 @@ emit_stubs_part(const emit_job_t *j, size_t k)
         if (jmp == 0)
             continue;
         QP_CHECK(plan->isa->emit_jmp(st->new_ + (uint64_t)n,
-                                     edl_map_branch(plan, st->jcc, in.target), out + n,
+                                     edl_map_branch(plan, st->jcc, st->target), out + n,
                                      PAD_LEN(plan)));
     }
     return 0;
@@ -585,6 +589,7 @@ emit_part(void *arg, unsigned worker, size_t k)
 {
     (void)worker;
     const emit_job_t *j = arg;
+    k += j->first;
     if (k >= j->nslot_parts)
         return emit_stubs_part(j, k - j->nslot_parts);
     const ed_plan_t *plan = j->plan;
@@ -661,15 +666,32 @@ emit_progress(void *arg, size_t done)
 {
     const emit_job_t *j = arg;
     const ed_plan_t *plan = j->plan;
+    done += j->first;
     size_t slots = done < j->nslot_parts ? done * EMIT_GRAIN : plan->nslots;
     if (plan->opts.on_progress != NULL)
         plan->opts.on_progress(plan->opts.progress_arg,
                                slots < plan->nslots ? slots : plan->nslots, plan->nslots);
 }
 
+/* The lock sites of parts [FROM, TO) appended to ALL in layout order, their vectors
+ * freed. 0 or QP_ENOMEM. */
+static int
+join_sites(edl_lock_sites_t *all, edl_lock_sites_t *sites, size_t from, size_t to)
+{
+    int rc = 0;
+    for (size_t k = from; k < to; k++) {
+        for (size_t i = 0; rc == 0 && i < sites[k].n; i++)
+            rc = edl_note_lock_site(all, sites[k].v[i]);
+        free(sites[k].v);
+        sites[k] = (edl_lock_sites_t) { NULL, 0, 0 };
+    }
+    return rc;
+}
+
 /* The moved slots and the taken-edge stubs into DST on the pool (EMIT_GRAIN slots or
  * STUB_GRAIN stubs at a time), their lock sites into the plan in layout order, the
- * stubs' after. */
+ * stubs' after (joined after each batch: the parts' vectors are not all held beside
+ * the plan's). */
 static int
 emit_slots(ed_plan_t *plan, const emit_dst_t *dst)
 {
@@ -684,15 +706,19 @@ emit_slots(ed_plan_t *plan, const emit_dst_t *dst)
         for (size_t i = k * EMIT_GRAIN; i < end; i++)
             n += (plan->lay[i].flags & SLOT_JMP_AFTER) != 0;
     }
-    emit_job_t job = { plan, dst, fall, sites, nslot_parts };
-    if (rc == 0)
-        rc = qp_parallel_for(plan->opts.threads, nparts, 1, emit_part, &job, emit_progress);
+    emit_job_t job = { .plan = plan, .dst = dst, .fall = fall, .sites = sites,
+                       .nslot_parts = nslot_parts };
     edl_lock_sites_t all = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
-    for (size_t k = 0; sites != NULL && k < nparts; k++) {
-        for (size_t i = 0; rc == 0 && i < sites[k].n; i++)
-            rc = edl_note_lock_site(&all, sites[k].v[i]);
-        free(sites[k].v);
+    for (; rc == 0 && job.first < nparts; job.first += EMIT_BATCH) {
+        cfg_image_release_pages(plan->prog->img);
+        size_t n = nparts - job.first < EMIT_BATCH ? nparts - job.first : EMIT_BATCH;
+        rc = qp_parallel_for(plan->opts.threads, n, 1, emit_part, &job, emit_progress);
+        int jrc = join_sites(&all, sites, job.first, job.first + n);
+        rc = rc < 0 ? rc : jrc;
     }
+    cfg_image_release_pages(plan->prog->img);
+    for (size_t k = 0; sites != NULL && k < nparts; k++)
+        free(sites[k].v); /* (parts not joined after an error) */
     plan->lock_sites = all.v;
     plan->nlock_sites = all.n;
     plan->lock_cap = all.cap;
@@ -709,12 +735,14 @@ emit_slots(ed_plan_t *plan, const emit_dst_t *dst)
 typedef struct emit_buf {
     uint8_t *p;    /* SIZE bytes, zero-filled */
     size_t size;   /* bytes mapped */
+    size_t gone;   /* the pages below this offset are given back */
 } emit_buf_t;
 
 static int
 emit_buf_map(emit_buf_t *b, size_t size)
 {
     b->size = size;
+    b->gone = 0;
     b->p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return b->p != MAP_FAILED ? 0 : (b->p = NULL, QP_ENOMEM);
 }
@@ -724,14 +752,18 @@ emit_buf_map(emit_buf_t *b, size_t size)
  * overflow of the reused text, most of the new code, is one piece). */
 #define EMIT_WRITE_STEP ((size_t)4 << 20)
 
-/* Write [OFF, OFF + LEN) of B to AT in the space, then give back the pages it covers
- * whole (no other piece has bytes there: the pieces do not overlap). */
+/* Write [OFF, OFF + LEN) of B to AT in the space, then give back the pages below its
+ * end: the pieces are written in address order and do not overlap, and the bytes between
+ * them are no code (chromium's holes in the old text are small: given back piece by
+ * piece, the pages they share stayed, the reused code held twice). */
 static int
 emit_buf_write(emit_buf_t *b, size_t off, size_t len, const qp_space_ops_t *ops,
                void *space, uint64_t at)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t lo = (off + page - 1) / page * page; /* the first page not given back */
+    if (off < b->gone)
+        return QP_EBUG; /* a piece below one written: its bytes may be gone */
+    size_t lo = b->gone; /* the first page not given back */
     for (size_t done = 0; done < len;) {
         size_t n = len - done > EMIT_WRITE_STEP ? EMIT_WRITE_STEP : len - done;
         QP_CHECK(ops->write(space, at + done, b->p + off + done, n));
@@ -741,6 +773,7 @@ emit_buf_write(emit_buf_t *b, size_t off, size_t len, const qp_space_ops_t *ops,
             (void)madvise(b->p + lo, hi - lo, MADV_DONTNEED); /* (reads would see zeros) */
         lo = hi > lo ? hi : lo;
     }
+    b->gone = lo;
     return 0;
 }
 
@@ -759,11 +792,17 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     if (emit_buf_map(&eb, (direct != NULL ? split : plan->text_size) + 1) < 0)
         return QP_ENOMEM;
     emit_dst_t dst = { eb.p, direct != NULL ? direct : eb.p + split, split };
+    /* The input's pages go before the new code's come (emit_slots reads the old code a
+     * batch at a time). */
+    cfg_image_release_pages(plan->prog->img);
     /* Holes in the old text: what no code fills traps (int3), never old code. */
     for (size_t h = 0; h < plan->nholes; h++)
         if (plan->holes[3 * h + 2] > 0)
             memset(eb.p + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
     int rc = emit_slots(plan, &dst);
+    /* The last reader of the decoded instructions: they go before the rest of the new
+     * code is written (chromium: 0.5 GiB). What decodes later decodes anew. */
+    cfg_image_decode_done(plan->prog->img);
     if (rc == 0 && plan->nxlate > 0)
         rc = emit_xlate(plan, &dst);
     if (rc == 0 && plan->nanchors > 0 && split != 0)
@@ -945,6 +984,9 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     /* The points in place first: what their patching allocates for a while (the
      * program's block starts, held addresses) is freed before the slots are. */
     QP_CHECK(edl_inplace_apply(plan, ops, space));
+    /* The input's pages the analysis and the drivers read (its data, its relocations)
+     * are not resident beside the slots; the layout reads the moved code's again. */
+    cfg_image_release_pages(plan->prog->img);
     if (plan->opts.on_phase != NULL)
         plan->opts.on_phase(plan->opts.phase_arg, "patched in place");
     if (!plan->laid_out) {
@@ -995,12 +1037,21 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         QP_CHECK(edl_anchors_plan(plan));
     if (plan->opts.on_phase != NULL)
         plan->opts.on_phase(plan->opts.phase_arg, "new code placed");
+    /* The tables of labels before the new code: their check decodes every block of the
+     * program, through the decoded instructions that emit_code lets go (the tables need
+     * the new addresses only). */
+    if (!plan->opts.keep_tables) {
+        QP_CHECK(edl_retarget_labels(plan, ops, space));
+        if (plan->opts.on_phase != NULL) /* (what the check allocated goes back) */
+            plan->opts.on_phase(plan->opts.phase_arg, "tables of labels retargeted");
+    }
     QP_CHECK(emit_code(plan, ops, space));
+    if (plan->opts.on_phase != NULL) /* (the decoded instructions' memory goes back) */
+        plan->opts.on_phase(plan->opts.phase_arg, "new code emitted");
     QP_CHECK(emit_pads(plan, ops, space));
     QP_CHECK(edl_retarget_kept_calls(plan, ops, space));
     if (plan->opts.keep_tables)
         return 0;
     QP_CHECK(edl_anchors_apply(plan, ops, space));
-    QP_CHECK(retarget_tables(plan, ops, space));
-    return edl_retarget_labels(plan, ops, space);
+    return retarget_tables(plan, ops, space);
 }

@@ -868,7 +868,7 @@ edl_assign_reuse(ed_plan_t *plan)
     for (size_t c = 0; c < plan->nchunks; c++) {
         uint64_t a = plan->chunk_at[c] != NO_HOLE ? plan->chunk_at[c] : at;
         for (size_t i = plan->chunk[c]; i < plan->chunk[c + 1]; i++) {
-            a += plan->lay[i].lead;
+            a += slot_lead(&plan->lay[i]);
             plan->lay[i].new_ = (uint32_t)a; /* (edl_layout refuses past 32 bits) */
             a += slot_size(plan, &plan->lay[i]);
         }

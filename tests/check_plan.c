@@ -213,8 +213,8 @@ same_layout(const ed_plan_t *a, const ed_plan_t *b)
     for (size_t i = 0; i < a->nslots; i++) {
         const ed_slot_t *x = &a->lay[i], *y = &b->lay[i];
         ck_assert_msg(x->old == y->old && x->new_ == y->new_ && x->stub == y->stub
-                          && x->pre == y->pre && x->entry_pre == y->entry_pre
-                          && x->post == y->post && x->lead == y->lead && x->len == y->len
+                          && x->pre == y->pre && x->extra == y->extra
+                          && x->post == y->post && x->len == y->len
                           && x->olen == y->olen && x->flags == y->flags,
                       "slot %zu of %zu differs: old 0x%x / 0x%x, new 0x%x / 0x%x", i,
                       a->nslots, x->old, y->old, x->new_, y->new_);
