@@ -204,16 +204,16 @@ cfg_held_select(const cfg_prog_t *prog, cfg_held_keep_fn keep, uint64_t **out, s
 
 /* A piece of a data section whose aligned words held_scan reads: [lo, hi). */
 typedef struct held_piece {
-    const cfg_section_t *s;
-    uint64_t lo, hi;
+    const cfg_section_t *s; /* the section */
+    uint64_t lo, hi;        /* its words' addresses: 8-aligned from lo, ending by hi */
 } held_piece_t;
 
 typedef struct held_spans {
-    const cfg_prog_t *prog;
-    held_piece_t *pieces; /* the data scan's, items [0, npieces) */
-    size_t npieces;
-    held_vec_t *v; /* per item: what its data words or blocks' code hold */
-    size_t n;      /* items: the data pieces, then the code spans */
+    const cfg_prog_t *prog; /* the program scanned */
+    held_piece_t *pieces;   /* the data scan's pieces: items [0, npieces) */
+    size_t npieces;         /* their number */
+    held_vec_t *v;          /* per item: what its data words or blocks' code hold */
+    size_t n;               /* items: the data pieces, then the code spans */
 } held_spans_t;
 
 /* The code addresses in the aligned words of piece P of a data section. */
