@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_sort.h"
 #include "cfg/cfg.h"
 #include "cfg/cfg_priv.h"
 
@@ -72,6 +73,55 @@ cmp_held(const void *a, const void *b)
     if (x->src != y->src)
         return x->src < y->src ? -1 : 1;
     return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/*
+ * H[0..N) in cmp_held's order: a radix sort (base/qp_sort.h) of keys of the address
+ * (less the lowest) and the index, then each run of one address by cmp_held (qsort's
+ * comparisons of all of cc1's cost 0.27 G instructions, on the main thread).
+ * Where the keys do not fit, or without their memory, qsort. The order is total: the
+ * same answer either way.
+ */
+static void
+sort_held(cfg_held_t *h, size_t n)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        lo = h[i].addr < lo ? h[i].addr : lo;
+        hi = h[i].addr > hi ? h[i].addr : hi;
+    }
+    uint64_t *key = NULL;
+    cfg_held_t *tmp = NULL;
+    if (n > 1 && n <= UINT32_MAX && hi - lo <= UINT32_MAX) {
+        key = malloc(n * sizeof(uint64_t));
+        tmp = key != NULL ? malloc(n * sizeof(cfg_held_t)) : NULL;
+    }
+    if (tmp == NULL) {
+        free(key);
+        if (n > 1)
+            qsort(h, n, sizeof(cfg_held_t), cmp_held);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        key[i] = (h[i].addr - lo) << 32 | i;
+    qp_sort_u64(key, n);
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = h[key[i] & UINT32_MAX];
+    memcpy(h, tmp, n * sizeof(cfg_held_t));
+    for (size_t i = 0, j; i < n; i = j) { /* (cc1: 78k runs, most of a few) */
+        for (j = i + 1; j < n && h[j].addr == h[i].addr; j++)
+            ;
+        if (j - i > 16)
+            qsort(h + i, j - i, sizeof(cfg_held_t), cmp_held);
+        for (size_t k = i + 1; j - i <= 16 && k < j; k++) /* insertion */
+            for (size_t m = k; m > i && cmp_held(&h[m - 1], &h[m]) > 0; m--) {
+                cfg_held_t t = h[m];
+                h[m] = h[m - 1];
+                h[m - 1] = t;
+            }
+    }
+    free(tmp);
+    free(key);
 }
 
 static int held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n);
@@ -148,16 +198,46 @@ cfg_held_select(const cfg_prog_t *prog, cfg_held_keep_fn keep, uint64_t **out, s
     return 0;
 }
 
-/* Blocks a span of held_scan's code scan holds. */
+/* Blocks a span of held_scan's code scan holds; bytes a piece of its data scan reads. */
 #define HELD_SPAN 4096
+#define HELD_DATA_PIECE ((uint64_t)64 << 10)
+
+/* A piece of a data section whose aligned words held_scan reads: [lo, hi). */
+typedef struct held_piece {
+    const cfg_section_t *s; /* the section */
+    uint64_t lo, hi;        /* its words' addresses: 8-aligned from lo, ending by hi */
+} held_piece_t;
 
 typedef struct held_spans {
-    const cfg_prog_t *prog;
-    held_vec_t *v; /* per span: what its blocks' code holds */
-    size_t n;
+    const cfg_prog_t *prog; /* the program scanned */
+    held_piece_t *pieces;   /* the data scan's pieces: items [0, npieces) */
+    size_t npieces;         /* their number */
+    held_vec_t *v;          /* per item: what its data words or blocks' code hold */
+    size_t n;               /* items: the data pieces, then the code spans */
 } held_spans_t;
 
-/* qp_task_fn: the addresses of code that the blocks of span K hold. */
+/* The code addresses in the aligned words of piece P of a data section. */
+static int
+held_words(const cfg_prog_t *prog, const held_piece_t *p, held_vec_t *h)
+{
+    const cfg_section_t *s = p->s;
+    int rc = 0;
+    for (uint64_t a = p->lo; a + 8 <= p->hi && rc == 0; a += 8) {
+        uint64_t w;
+        memcpy(&w, s->bytes + (a - s->vma), 8);
+        if (w < 0x1000)
+            continue;
+        /* "ant\0\0\0\0\0" is a word of eight bytes of text before it. */
+        int text = a >= s->vma + 8;
+        for (int k = 1; k <= 8 && text; k++)
+            text = s->bytes[a - s->vma - k] >= 0x20 && s->bytes[a - s->vma - k] < 0x7f;
+        rc = push(prog, h, w, a, text ? CFG_HELD_TEXTWORD : CFG_HELD_DATA);
+    }
+    return rc;
+}
+
+/* qp_task_fn: item K, a data piece's words or the addresses of code that the blocks of
+ * a span hold. */
 static int
 held_span(void *arg, unsigned worker, size_t k)
 {
@@ -168,7 +248,9 @@ held_span(void *arg, unsigned worker, size_t k)
     const arch_isa_t *isa = cfg_image_isa(img);
     const int pie = (img->flags & CFG_IMG_PIE) != 0;
     held_vec_t *h = &sp->v[k];
-    uint32_t lo = (uint32_t)(k * HELD_SPAN);
+    if (k < sp->npieces)
+        return held_words(prog, &sp->pieces[k], h);
+    uint32_t lo = (uint32_t)((k - sp->npieces) * HELD_SPAN);
     uint32_t hi = prog->nblocks - lo > HELD_SPAN ? lo + HELD_SPAN : prog->nblocks;
     int rc = 0;
     for (uint32_t b = lo; b < hi && rc == 0; b++) {
@@ -205,6 +287,33 @@ held_span(void *arg, unsigned worker, size_t k)
     return rc;
 }
 
+/* Into SP->pieces: the pieces of the data sections whose aligned words a program that
+ * is not position independent may hold code addresses in. */
+static int
+held_pieces(const cfg_image_t *img, held_spans_t *sp)
+{
+    for (int fill = 0; fill < 2; fill++) {
+        size_t k = 0;
+        for (size_t i = 0; i < img->nsections; i++) {
+            const cfg_section_t *s = &img->sections[i];
+            if ((s->flags & CFG_SEC_CODE) || s->bytes == NULL || !(s->flags & CFG_SEC_ALLOC)
+                || strncmp(s->name, ".eh_frame", 9) == 0)
+                continue;
+            for (uint64_t a = (s->vma + 7) & ~(uint64_t)7; a + 8 <= s->vma + s->size;
+                 a += HELD_DATA_PIECE, k++) {
+                uint64_t end = s->vma + s->size - a > HELD_DATA_PIECE ? a + HELD_DATA_PIECE
+                                                                      : s->vma + s->size;
+                if (fill)
+                    sp->pieces[k] = (held_piece_t) { s, a, end };
+            }
+        }
+        if (!fill && (sp->pieces = malloc((k + 1) * sizeof(held_piece_t))) == NULL)
+            return QP_ENOMEM;
+        sp->npieces = k;
+    }
+    return 0;
+}
+
 static int
 held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
 {
@@ -221,29 +330,14 @@ held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
         if (sy->src == CFG_SYMSRC_DYNSYM && sy->kind == CFG_SYM_FUNC)
             rc = push(prog, &h, sy->addr, 0, CFG_HELD_DYNSYM);
     }
-    for (size_t i = 0; !pie && i < img->nsections && rc == 0; i++) {
-        const cfg_section_t *s = &img->sections[i];
-        if ((s->flags & CFG_SEC_CODE) || s->bytes == NULL || !(s->flags & CFG_SEC_ALLOC)
-            || strncmp(s->name, ".eh_frame", 9) == 0)
-            continue;
-        for (uint64_t a = (s->vma + 7) & ~(uint64_t)7; a + 8 <= s->vma + s->size && rc == 0;
-             a += 8) {
-            uint64_t w;
-            memcpy(&w, s->bytes + (a - s->vma), 8);
-            if (w < 0x1000)
-                continue;
-            /* "ant\0\0\0\0\0" is a word of eight bytes of text before it. */
-            int text = a >= s->vma + 8;
-            for (int k = 1; k <= 8 && text; k++)
-                text = s->bytes[a - s->vma - k] >= 0x20 && s->bytes[a - s->vma - k] < 0x7f;
-            rc = push(prog, &h, w, a, text ? CFG_HELD_TEXTWORD : CFG_HELD_DATA);
-        }
-    }
-    /* The code's references, a span of blocks at a time on the analysis' threads; the
-     * spans' findings are joined in order, then sorted (cmp_held's order is total). */
-    held_spans_t sp = { prog, NULL, 0 };
+    /* The data's words and the code's references, a piece of words or a span of blocks
+     * at a time on the analysis' threads; the items' findings are joined in order, then
+     * sorted (cmp_held's order is total). */
+    held_spans_t sp = { prog, NULL, 0, NULL, 0 };
+    if (rc == 0 && !pie)
+        rc = held_pieces(img, &sp);
     if (rc == 0) {
-        sp.n = (prog->nblocks + HELD_SPAN - 1) / HELD_SPAN;
+        sp.n = sp.npieces + (prog->nblocks + HELD_SPAN - 1) / HELD_SPAN;
         sp.v = calloc(sp.n + 1, sizeof(held_vec_t));
         rc = sp.v == NULL ? QP_ENOMEM : 0;
     }
@@ -259,12 +353,12 @@ held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
     for (size_t k = 0; sp.v != NULL && k < sp.n; k++)
         free(sp.v[k].v);
     free(sp.v);
+    free(sp.pieces);
     if (rc < 0) {
         free(h.v);
         return rc;
     }
-    if (h.n > 1)
-        qsort(h.v, h.n, sizeof(cfg_held_t), cmp_held);
+    sort_held(h.v, h.n);
     *out = h.v;
     *n = h.n;
     return 0;

@@ -125,13 +125,12 @@ ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **
         rc = QP_ENOMEM;
     int sorted = rc == 0 && block_and_proc_starts(prog, ip->starts);
     ip->nstarts = rc == 0 ? (size_t)prog->nblocks + prog->nprocs : 0;
-    cfg_held_t *held = NULL;
+    const cfg_held_t *held = NULL; /* lent (cfg_held_addrs_view): read, not copied */
     size_t nheld = 0;
     if (rc == 0)
-        rc = cfg_held_addrs(prog, &held, &nheld);
+        rc = cfg_held_addrs_view(prog, &held, &nheld);
     for (size_t i = 0; rc == 0 && i < nheld; i++)
         rc = push_entry(ip, held[i].addr);
-    free(held);
     const uint64_t *xt = NULL;
     size_t nxt = 0;
     if (rc == 0)

@@ -270,7 +270,7 @@ is_pad(const ed_plan_t *plan, uint32_t owner, uint64_t addr, pads_memo_t *m)
 /*
  * Procedures whose code the program may reach at an address that is no redirect keep
  * their bytes (KEEP): such an address runs the old code, as it did before, rather than
- * new code of another procedure. The addresses the program holds (cfg_held_addrs); of
+ * new code of another procedure. The addresses the program holds (cfg_held_addrs_view); of
  * the immediates and aligned data words of a program that is not position independent,
  * only those that are a block's address (not every number that falls into the text),
  * and of the words, those outside jump tables and not at the end of a string
@@ -280,10 +280,10 @@ static int
 keep_referenced(const ed_plan_t *plan, uint8_t *keep)
 {
     const cfg_prog_t *prog = plan->prog;
-    cfg_held_t *held = NULL;
+    const cfg_held_t *held = NULL; /* lent: read, not copied */
     size_t nheld = 0;
     pads_memo_t pads = { CFG_NONE, NULL, 0 };
-    int rc = cfg_held_addrs(prog, &held, &nheld);
+    int rc = cfg_held_addrs_view(prog, &held, &nheld);
     /* A jump table's entries are the cases: redirects, or rewritten with the table. */
     cfg_span_t *tab = rc == 0 ? malloc((prog->ntables + 1) * sizeof(cfg_span_t)) : NULL;
     if (rc == 0 && tab == NULL)
@@ -326,7 +326,6 @@ keep_referenced(const ed_plan_t *plan, uint8_t *keep)
     }
     free(tab);
     free(pads.v);
-    free(held);
     return rc;
 }
 

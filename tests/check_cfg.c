@@ -427,6 +427,73 @@ START_TEST(test_cfg_lookups)
 }
 END_TEST
 
+/* cfg_held_addrs of a program that is not position independent, with a table of
+ * function pointers bigger than a piece of the data scan (cfg_held.c: 64 KiB): every
+ * word of it, once, in cmp_held's order (address, source, place), the same with 1 and 3
+ * threads. */
+START_TEST(test_cfg_held_data_pieces)
+{
+    const char *cc = "gcc";
+    char cmd[1024], src[64], out[64];
+    snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", cc);
+    if (system(cmd) != 0)
+        return;
+    snprintf(src, sizeof(src), "/tmp/qpt-held-%d.c", (int)getpid());
+    snprintf(out, sizeof(out), "/tmp/qpt-held-%d", (int)getpid());
+    FILE *f = fopen(src, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("int f0(int x) { return x + 1; }\nint f1(int x) { return x * 3; }\n"
+          "int f2(int x) { return x - 7; }\n#define T4(a, b, c, d) a, b, c, d\n"
+          "#define T12 T4(f0, f1, f2, f0), T4(f1, f2, f0, f1), T4(f2, f0, f1, f2)\n"
+          "#define T48 T12, T12, T12, T12\n#define T480 T48, T48, T48, T48, T48, T48, "
+          "T48, T48, T48, T48\nint (*const tab[])(int) = { T480, T480, T480, T480, T480, "
+          "T480, T480, T480, T480, T480, T480, T480, T480, T480, T480, T480, T480, T480, "
+          "T480, T480, T480, T480, T480, T480, T480 };\n"
+          "int main(int argc, char **argv) { (void)argv; return tab[argc](argc); }\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "%s -O2 -fno-pie -no-pie -o %s %s", cc, out, src);
+    ck_assert_msg(system(cmd) == 0, "compile failed: %s", cmd);
+    const size_t ntab = 25 * 480; /* 96000 bytes: two pieces */
+    const cfg_held_t *h[2];
+    size_t nh[2];
+    cfg_image_t *img[2];
+    cfg_prog_t *prog[2];
+    for (int t = 0; t < 2; t++) {
+        cfg_opts_t o = { 0 };
+        o.threads = t == 0 ? 1 : 3;
+        ck_assert_int_eq(cfg_image_open_bfd(out, &img[t]), 0);
+        ck_assert(!(img[t]->flags & CFG_IMG_PIE));
+        ck_assert_int_eq(cfg_prog_build(img[t], &o, &prog[t]), 0);
+        ck_assert_int_eq(cfg_held_addrs_view(prog[t], &h[t], &nh[t]), 0);
+        uint64_t f0 = cfg_proc_by_name(prog[t], "f0")->entry;
+        uint64_t f1 = cfg_proc_by_name(prog[t], "f1")->entry;
+        uint64_t f2 = cfg_proc_by_name(prog[t], "f2")->entry;
+        size_t words = 0;
+        for (size_t i = 0; i < nh[t]; i++) {
+            if (i > 0) { /* strictly after its predecessor in (addr, src, at) */
+                const cfg_held_t *x = &h[t][i - 1], *y = &h[t][i];
+                ck_assert(x->addr < y->addr
+                          || (x->addr == y->addr
+                              && (x->src < y->src || (x->src == y->src && x->at < y->at))));
+            }
+            words += h[t][i].src == CFG_HELD_DATA
+                && (h[t][i].addr == f0 || h[t][i].addr == f1 || h[t][i].addr == f2);
+        }
+        ck_assert_uint_eq(words, ntab);
+    }
+    ck_assert_uint_eq(nh[0], nh[1]);
+    for (size_t i = 0; i < nh[0]; i++) /* (field by field: the padding is no answer) */
+        ck_assert(h[0][i].addr == h[1][i].addr && h[0][i].at == h[1][i].at
+                  && h[0][i].src == h[1][i].src);
+    for (int t = 0; t < 2; t++) {
+        cfg_prog_destroy(prog[t]);
+        cfg_image_destroy(img[t]);
+    }
+    unlink(out);
+    unlink(src);
+}
+END_TEST
+
 /* The two decodings of ADDR (limit LIMIT) agree: rc and every field. */
 static void
 same_decode(const cfg_image_t *a, const cfg_image_t *b, uint64_t addr, uint64_t limit)
@@ -653,6 +720,7 @@ cfg_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_cfg_known_shapes, 0, (int)NVARIANTS);
     tcase_add_test(tc, test_cfg_lookups);
+    tcase_add_test(tc, test_cfg_held_data_pieces);
     tcase_add_loop_test(tc, test_cfg_init_funcs_unsorted_relocs, 0,
                         (int)(sizeof(ctor_links) / sizeof(ctor_links[0])));
     tcase_add_test(tc, test_cfg_decode_frozen);
