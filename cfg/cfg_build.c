@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "base/qp_sort.h"
 #include "cfg/cfg_priv.h"
 
 /* The end of a phase of cfg_prog_build, for the caller's on_phase (development). */
@@ -44,46 +45,6 @@ range_hash1(uint64_t start, uint64_t end)
 
 typedef CFG_VEC(uint32_t) idx_vec_t;
 
-static int
-cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/*
- * Sort the N indices at V, a byte at a time from the lowest (a radix sort: qsort's call
- * of cmp_u32 per comparison made these sorts 28 M instructions of a session on
- * python3.11); a byte that is the same in all is skipped. Without the memory, qsort.
- */
-static void
-idx_sort(uint32_t *v, size_t n)
-{
-    uint32_t *tmp = malloc(n * sizeof(uint32_t));
-    if (tmp == NULL) {
-        qsort(v, n, sizeof(uint32_t), cmp_u32);
-        return;
-    }
-    uint32_t *from = v, *to = tmp;
-    for (unsigned shift = 0; shift < 32; shift += 8) {
-        size_t count[257] = { 0 };
-        for (size_t i = 0; i < n; i++)
-            count[((from[i] >> shift) & 0xff) + 1]++;
-        if (count[((from[0] >> shift) & 0xff) + 1] == n)
-            continue; /* all alike there */
-        for (unsigned d = 1; d < 257; d++)
-            count[d] += count[d - 1];
-        for (size_t i = 0; i < n; i++)
-            to[count[(from[i] >> shift) & 0xff]++] = from[i];
-        uint32_t *t = from;
-        from = to;
-        to = t;
-    }
-    if (from != v)
-        memcpy(v, from, n * sizeof(uint32_t));
-    free(tmp);
-}
-
 /* Sort V and drop repeats. */
 static void
 idx_sort_unique(idx_vec_t *v)
@@ -92,7 +53,8 @@ idx_sort_unique(idx_vec_t *v)
     for (size_t i = 1; i < v->n && sorted; i++)
         sorted = v->v[i - 1] <= v->v[i];
     if (!sorted)
-        idx_sort(v->v, v->n);
+        qp_sort_u32(v->v, v->n); /* (qsort's calls of a comparison: 28 M instructions of a
+                                  * session on python3.11) */
     size_t k = 0;
     for (size_t i = 0; i < v->n; i++)
         if (k == 0 || v->v[k - 1] != v->v[i])

@@ -210,6 +210,17 @@ START_TEST(test_base_sort_u64)
         for (size_t i = 0; i < n; i++)
             ck_assert_msg(v[i] == w[i], "round %d: key %zu is 0x%llx, not 0x%llx", round, i,
                           (unsigned long long)v[i], (unsigned long long)w[i]);
+        /* The 32-bit sort (the same body) on the keys' low and high halves. */
+        for (int half = 0; half < 2; half++) {
+            static uint32_t v32[N], w32[N];
+            for (size_t i = 0; i < n; i++)
+                v32[i] = w32[i] = (uint32_t)(w[(i * 7919) % n] >> (32 * half));
+            qsort(w32, n, sizeof(uint32_t), qp_sort_u32_cmp);
+            qp_sort_u32(v32, n);
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(v32[i] == w32[i], "round %d, half %d: 32-bit key %zu is 0x%x, not 0x%x",
+                              round, half, i, v32[i], w32[i]);
+        }
     }
 }
 END_TEST
