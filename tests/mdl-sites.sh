@@ -5,8 +5,9 @@
 # Timers per call site (qpt-metrics(5): `time wall(nap) per call site`, seed 001's call
 # site level of the code hierarchy): on tests/qpt/site_timers.c, whose sites sleep known
 # times, each site's row in a rewritten file (qp metrics) and live (dyn run) is within
-# [truth, truth + 60%]; a PLT stub's sites (nanosleep@plt) too; the rows are the sites
-# only (no "other calls" row for a timer). A process attached while its thread sleeps in
+# [truth, truth + 60%] (or, on a loaded machine, over by no more than all the naps were);
+# a PLT stub's sites (nanosleep@plt) too; the rows are the sites only (no "other calls"
+# row for a timer). A process attached while its thread sleeps in
 # the timed callee, the timer then taken out while the callee still runs (by a steering
 # command, then by the detach): the callee returns past the removed timer's snippets (once
 # it returned into them and crashed), the program ends as it would, its code as it was.
@@ -25,12 +26,18 @@ check() {
     rows=$(grep -c ' -> ' "$1")
     [ "$rows" = 5 ] || bad "$2: $rows rows, want 5 (4 sites of nap, 1 of nanosleep@plt): $(cat "$1")"
     # The sites in address order: work's first (5 x 30 ms), its second (5 x 10 ms);
-    # main's loop (not run here), then its nap(20).
+    # main's loop (not run here), then its nap(20). A loaded machine wakes the sleeper
+    # late: a site may also be over its truth by as much as all the naps together were
+    # over theirs in the same run (nanosleep@plt's row, 220 ms of naps; at load 8,
+    # work's second site took 86 ms of its 50 when the naps took 283 ms of 220).
+    late=$(grep -F -- '-> nanosleep@plt' "$1" |
+        awk '{ for (i = 1; i < NF; i++) if ($(i + 1) == "ms" && $i > 220) print $i - 220 }')
     for want in "work+:1:150" "work+:2:50" "main+:2:20" "-> nanosleep@plt:1:220"; do
         site=${want%%:*} nth=${want#*:} nth=${nth%%:*} ms=${want##*:}
         v=$(grep -F -- "$site" "$1" | grep -F -- ' -> ' | sed -n "${nth}p" |
             awk '{ for (i = 1; i < NF; i++) if ($(i + 1) == "ms") print $i }')
-        if [ -n "$v" ] && awk -v v="$v" -v t="$ms" 'BEGIN { exit !(v >= t && v <= 1.6 * t) }'; then
+        if [ -n "$v" ] && awk -v v="$v" -v t="$ms" -v late="${late:-0}" \
+            'BEGIN { exit !(v >= t && (v <= 1.6 * t || (t < 220 && v <= t + late))) }'; then
             ok "$2: $site ($nth) $v ms (truth $ms)"
         else
             bad "$2: $site ($nth) '$v' ms, truth $ms: $(cat "$1")"
