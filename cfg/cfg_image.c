@@ -337,6 +337,7 @@ cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_ins
  * bitmap and count, then, from the counts' prefix sums, its ranks and instructions.
  */
 #define FREEZE_PIECE ((uint64_t)64 << 12)
+_Static_assert(FREEZE_PIECE % 64 == 0, "a piece must hold whole words of the bitmap");
 
 typedef struct freeze_ctx {
     const cfg_dcache_t *dc;
