@@ -800,15 +800,16 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         if (plan->holes[3 * h + 2] > 0)
             memset(eb.p + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
     int rc = emit_slots(plan, &dst);
-    /* The last reader of the decoded instructions: they go before the rest of the new
-     * code is written (chromium: 0.5 GiB). What decodes later decodes anew. */
-    cfg_image_decode_done(plan->prog->img);
     if (rc == 0 && plan->nxlate > 0)
         rc = emit_xlate(plan, &dst);
     if (rc == 0 && plan->nanchors > 0 && split != 0)
         rc = QP_EBUG; /* AArch64 reuses no old text (TODO(#34)): the new code is one piece */
     if (rc == 0)
         edl_anchors_unpad(plan, emit_ptr(&dst, 0));
+    /* The last reader of the decoded instructions (the anchors' unpadding decodes a few
+     * again): they go before the new code is written (chromium: 0.5 GiB). What decodes
+     * later decodes anew, into a cache of its own. */
+    cfg_image_decode_done(plan->prog->img);
     if (rc == 0 && plan->mirror == 0 && direct == NULL)
         rc = emit_buf_write(&eb, 0, plan->text_size, ops, space, plan->text);
     for (size_t h = 0; h < plan->nholes && rc == 0 && plan->mirror != 0; h++) {
