@@ -162,8 +162,10 @@ END_TEST
 /*
  * A plan of PROG laid out with parts of the slots' collection of about GRAIN
  * instructions (0: the default), on THREADS threads: a counter before every block of
- * a moved procedure and on the taken edge of every conditional branch ending one (every
- * other asking to fall into its target), so that the join numbers stubs too.
+ * a moved procedure, one more for calls only at its entry (ED_PROBE_ENTRY: the slot's
+ * shared `extra` then holds entry bytes), and on the taken edge of every conditional
+ * branch ending one (every other asking to fall into its target), so that the join
+ * numbers stubs too.
  */
 static ed_plan_t *
 laid_out(const cfg_prog_t *prog, size_t grain, unsigned threads)
@@ -172,7 +174,7 @@ laid_out(const cfg_prog_t *prog, size_t grain, unsigned threads)
     eo.threads = threads;
     ed_plan_t *plan = NULL;
     ck_assert_int_eq(ed_plan_create(prog, &eo, &plan), 0);
-    ed_probe_t *pr = malloc(2 * ((size_t)prog->nblocks + 1) * sizeof(ed_probe_t));
+    ed_probe_t *pr = malloc(3 * ((size_t)prog->nblocks + 1) * sizeof(ed_probe_t));
     ck_assert_ptr_nonnull(pr);
     size_t n = 0;
     for (uint32_t b = 0; b < prog->nblocks; b++) {
@@ -182,6 +184,10 @@ laid_out(const cfg_prog_t *prog, size_t grain, unsigned threads)
         if (owner == CFG_NONE || ed_plan_left_reason(plan, owner) != NULL
             || ed_plan_left_reason(plan, bl->proc) != NULL || bl->end <= bl->start)
             continue;
+        if (bl->start == p->entry)
+            pr[n++] = (ed_probe_t) { .addr = bl->start, .at = ED_AT_BEFORE,
+                                     .what = ED_SNIP_COUNT, .flags = ED_PROBE_ENTRY,
+                                     .counter = (uint32_t)n };
         pr[n++] = (ed_probe_t) { .addr = bl->start, .at = ED_AT_BEFORE, .what = ED_SNIP_COUNT,
                                  .counter = (uint32_t)n };
         if (bl->last_kind != ARCH_KIND_JCC)
@@ -252,6 +258,23 @@ START_TEST(test_plan_collect_parts_joined)
     ck_assert_uint_gt(whole->nstubs, 100);
     ck_assert_uint_gt(whole->nfall, 100);
     ck_assert_uint_gt(whole->nchunks, 100);
+    /* The slot's `extra` holds entry bytes (SLOT_ENTRY) or a falling stub's, never both:
+     * entry slots are many, and no stub falls into one. */
+    size_t nentry = 0, nfalling = 0;
+    for (size_t i = 0; i < whole->nslots; i++)
+        if (whole->lay[i].flags & SLOT_ENTRY) {
+            nentry++;
+            ck_assert_uint_gt(slot_entry_pre(&whole->lay[i]), 0);
+            ck_assert_uint_eq(slot_lead(&whole->lay[i]), 0);
+        }
+    for (size_t k = 0; k < whole->nstubs; k++)
+        if (whole->stubs[k].before != NO_STUB) {
+            nfalling++;
+            ck_assert(!(whole->lay[whole->stubs[k].before].flags & SLOT_ENTRY));
+            ck_assert_uint_eq(slot_lead(&whole->lay[whole->stubs[k].before]), whole->stubs[k].len);
+        }
+    ck_assert_uint_gt(nentry, 100);
+    ck_assert_uint_gt(nfalling, 100);
     /* One procedure a part (as many parts as procedures), on one and on three threads. */
     for (unsigned threads = 1; threads <= 3; threads += 2) {
         ed_plan_t *small = laid_out(prog, 1, threads);
