@@ -344,14 +344,29 @@ held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
     unsigned threads = cfg_prog_held_cache(prog) != NULL ? cfg_prog_held_cache(prog)->threads : 1;
     if (rc == 0)
         rc = qp_parallel_for(threads, sp.n, 1, held_span, &sp, NULL);
-    for (size_t k = 0; k < sp.n && rc == 0; k++) {
-        rc = cfg_vec_grow((void **)&h.v, &h.cap, h.n + sp.v[k].n + 1, sizeof(cfg_held_t));
-        if (rc == 0 && sp.v[k].n > 0)
-            memcpy(h.v + h.n, sp.v[k].v, sp.v[k].n * sizeof(cfg_held_t));
-        h.n += rc == 0 ? sp.v[k].n : 0;
+    /* Joined into one array sized once, each item's findings freed as soon as they are
+     * copied: a non-PIE program's data words (cc1's pointer tables) are not held twice,
+     * nor in an array grown by doubling. */
+    size_t total = h.n;
+    for (size_t k = 0; k < sp.n && rc == 0; k++)
+        total += sp.v[k].n;
+    if (rc == 0) {
+        cfg_held_t *nv = realloc(h.v, (total + 1) * sizeof(cfg_held_t));
+        if (nv == NULL) {
+            rc = QP_ENOMEM;
+        } else {
+            h.v = nv;
+            h.cap = total + 1;
+        }
     }
-    for (size_t k = 0; sp.v != NULL && k < sp.n; k++)
+    for (size_t k = 0; sp.v != NULL && k < sp.n; k++) {
+        if (rc == 0 && sp.v[k].n > 0) {
+            memcpy(h.v + h.n, sp.v[k].v, sp.v[k].n * sizeof(cfg_held_t));
+            h.n += sp.v[k].n;
+        }
         free(sp.v[k].v);
+        sp.v[k].v = NULL;
+    }
     free(sp.v);
     free(sp.pieces);
     if (rc < 0) {
