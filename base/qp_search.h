@@ -34,6 +34,26 @@ qp_lower_bound_u64(const void *base, size_t n, size_t size, size_t offset, uint6
     return lo;
 }
 
+/* The key at position I of the caller's table CTX (a table read through an index, or
+ * one whose keys are computed). */
+typedef uint64_t (*qp_bucket_key_fn)(const void *ctx, size_t i);
+
+/* The first of the positions 0 .. N - 1 whose key KEY(CTX, i) (ascending) is at least K;
+ * N when there is none. */
+static inline size_t
+qp_lower_bound_fn(size_t n, qp_bucket_key_fn key, const void *ctx, uint64_t k)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (key(ctx, mid) < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /*
  * Buckets over N ascending keys (addresses), so that a search looks at the keys of one
  * bucket of 2^SHIFT addresses instead of all of them: over millions of keys (blocks,
@@ -48,9 +68,6 @@ typedef struct qp_buckets {
     uint64_t base;  /* bucket 0's first address */
     unsigned shift; /* a bucket holds 1 << shift addresses */
 } qp_buckets_t;
-
-/* The key at position I of the caller's table CTX. */
-typedef uint64_t (*qp_bucket_key_fn)(const void *ctx, size_t i);
 
 /*
  * (Re)build B over the N keys KEY(CTX, 0 .. N - 1), ascending and none below BASE. No

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "base/qp_search.h"
 #include "base/qp_sort.h"
 #include "cfg/cfg_priv.h"
 
@@ -1752,20 +1753,21 @@ cfg_proc_entered_at(const cfg_prog_t *prog, uint64_t addr)
     return p != NULL && p->entry == addr ? p : NULL;
 }
 
+/* The start of the block at position I of by_addr (qp_bucket_key_fn). */
+static uint64_t
+block_start_at(const void *ctx, size_t i)
+{
+    const cfg_prog_t *prog = ctx;
+    const prog_priv_t *pp = prog->priv;
+    return prog->blocks[pp->by_addr[i]].start;
+}
+
 size_t
 cfg_blocks_from(const cfg_prog_t *prog, uint64_t addr)
 {
     size_t n;
-    const uint32_t *by = cfg_blocks_by_addr(prog, &n);
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (prog->blocks[by[mid]].start < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    (void)cfg_blocks_by_addr(prog, &n);
+    return qp_lower_bound_fn(n, block_start_at, prog, addr);
 }
 
 const cfg_proc_t *

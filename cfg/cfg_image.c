@@ -348,14 +348,22 @@ typedef struct freeze_ctx {
                                  * before it (second pass) */
 } freeze_ctx_t;
 
+/* The section's bytes [*LO, *HI) of piece K. */
+static void
+freeze_piece(const freeze_ctx_t *c, size_t k, uint64_t *lo, uint64_t *hi)
+{
+    *lo = (uint64_t)k * FREEZE_PIECE;
+    *hi = c->size - *lo > FREEZE_PIECE ? *lo + FREEZE_PIECE : c->size;
+}
+
 /* Piece K's bitmap of instruction starts, and how many there are. */
 static int
 freeze_mark_task(void *arg, unsigned worker, size_t k)
 {
     freeze_ctx_t *c = arg;
     (void)worker;
-    uint64_t lo = (uint64_t)k * FREEZE_PIECE;
-    uint64_t hi = c->size - lo > FREEZE_PIECE ? lo + FREEZE_PIECE : c->size;
+    uint64_t lo, hi;
+    freeze_piece(c, k, &lo, &hi);
     uint32_t n = 0;
     for (uint64_t off = lo; off < hi; off++)
         if (atomic_load_explicit(&c->at[off], memory_order_relaxed) != 0) {
@@ -372,8 +380,8 @@ freeze_fill_task(void *arg, unsigned worker, size_t k)
 {
     freeze_ctx_t *c = arg;
     (void)worker;
-    uint64_t lo = (uint64_t)k * FREEZE_PIECE;
-    uint64_t hi = c->size - lo > FREEZE_PIECE ? lo + FREEZE_PIECE : c->size;
+    uint64_t lo, hi;
+    freeze_piece(c, k, &lo, &hi);
     uint32_t r = c->count[k];
     for (uint64_t w = lo >> 6; w < (hi + 63) >> 6; w++) {
         c->f->rank[w] = r;

@@ -366,20 +366,18 @@ edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi)
     return plan->table_alone[t] && edl_owner_at(prog, tb->jump) == pi;
 }
 
+/* The jump of the table at position I of plan->table_by_jump (qp_bucket_key_fn). */
+static uint64_t
+table_jump_at(const void *ctx, size_t i)
+{
+    const ed_plan_t *plan = ctx;
+    return plan->prog->tables[plan->table_by_jump[i]].jump;
+}
+
 size_t
 edl_tables_from(const ed_plan_t *plan, uint64_t addr)
 {
-    const cfg_prog_t *prog = plan->prog;
-    const uint32_t *by = plan->table_by_jump;
-    size_t lo = 0, hi = prog->ntables;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (prog->tables[by[mid]].jump < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return qp_lower_bound_fn(plan->prog->ntables, table_jump_at, plan, addr);
 }
 
 /* Does the table jump ending block BL of procedure PI use only sure tables? */
