@@ -85,6 +85,9 @@ typedef struct elfw_request {
                                    * .eh_frame replaces them (gdb reads that name) */
     uint64_t entry;               /* new e_entry, or 0 to keep the input's */
     const struct elfw_tmp_hook *tmp_hook; /* told about the temporary file, or NULL */
+    const struct cfg_image *analysed; /* the image of the input the request was made
+                                   * from, or NULL: the input read must be that file
+                                   * unchanged since (cfg_image_file_same) */
     int *phdr_far;                /* OUT (or NULL): 1 when the moved program header
                                    * table is where only Linux >= 5.18 finds it (see
                                    * elfw_layout), else 0 */
@@ -98,7 +101,9 @@ typedef struct elfw_request {
  * without the set-user-ID and set-group-ID bits (an instrumented program is not the
  * audited one: making it privileged again is the user's deliberate chmod), is written to
  * a temporary file in the same directory and renamed over OUTPUT only when complete; an
- * existing OUTPUT that is not a regular file (a device, FIFO, socket) is never replaced; the same request gives byte-identical output. On failure nothing is left
+ * existing OUTPUT that is not a regular file (a device, FIFO, socket) is never replaced; the same request gives byte-identical output. An input that changed while it
+ * was rewritten (not the file REQ->analysed was read from, or changed since; or changed
+ * before the output is renamed) fails with QP_EIO. On failure nothing is left
  * behind and ERR (ERRLEN bytes) holds one line saying why; returns 0, QP_EIO (errno
  * kept), QP_EFORMAT, QP_EUNSUPP or QP_ENOMEM; also QP_EINVAL for a bad request (OUTPUT
  * is the input or exists and is not a regular file, a W+X region, a region below the last segment's page, a patch outside

@@ -872,6 +872,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         .rename_old_unwind = unw.size != 0 && in_place == 0,
         .entry = instr != NULL && !shlib ? rr.rt + QPRT_START_OFF : 0,
         .tmp_hook = opts->tmp_hook,
+        .analysed = prog->img,
         .phdr_far = &stats->phdr_far,
     };
     phase(opts, "debug information");
