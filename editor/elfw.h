@@ -233,7 +233,9 @@ typedef struct elfw_rewrite_opts {
     void *phase_arg;
     unsigned threads;  /* 2 or more: the measurement description (elfw_instr_t.describe)
                         * is made on another thread while this one builds the unwind
-                        * tables (0, 1: one after the other); the output is the same */
+                        * tables (0, 1: one after the other, the description not made
+                        * when the tables failed); the output is the same, and a
+                        * failure of the tables is the rewrite's error either way */
 } elfw_rewrite_opts_t;
 
 /*
