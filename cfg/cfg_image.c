@@ -459,6 +459,23 @@ cfg_image_decode_freeze(const cfg_image_t *img, unsigned nthreads)
     dc->frozen = fz;
 }
 
+int
+cfg_image_decode_kept(const cfg_image_t *img, uint64_t addr)
+{
+    const cfg_image_priv_t *priv = img->priv;
+    const cfg_dcache_t *dc = atomic_load_explicit(&priv->dcache, memory_order_acquire);
+    const cfg_section_t *s = cfg_image_section_at(img, addr);
+    if (dc == NULL || s == NULL)
+        return 0;
+    size_t i = (size_t)(s - img->sections);
+    uint64_t off = addr - s->vma;
+    if (dc->frozen != NULL)
+        return frozen_at(&dc->frozen[i], off) != NULL;
+    const _Atomic uint32_t *at = atomic_load_explicit(&dc->at[i], memory_order_acquire);
+    return at != NULL && at != &dc_not_kept
+        && atomic_load_explicit(&at[off], memory_order_acquire) != 0;
+}
+
 void
 cfg_image_decode_done(const cfg_image_t *img)
 {
