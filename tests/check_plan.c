@@ -9,7 +9,8 @@
  * slots collected in parts on the pool and joined in procedure order: the same plan
  * from parts of one procedure each as from the default parts (tests/threads.sh cannot
  * see a join that drops or reorders parts: the parts are cut by instructions, not by
- * threads); the runs of label words (edl_label_runs) where sections overlap.
+ * threads); the runs of label words (edl_label_runs) where sections overlap; the
+ * pool's error: the lowest failed item's, for any number of threads.
  */
 #include "config.h"
 
@@ -155,6 +156,75 @@ START_TEST(test_plan_label_runs_overlap)
         ck_assert_uint_eq(run[0].owner, 1);
         free(run);
         cfg_image_destroy(img);
+    }
+}
+END_TEST
+
+/* The state of test_plan_pool_lowest_error: which items fail, with which error. */
+enum { FAIL_ITEMS = 200, FAIL_LOW = 10, FAIL_HIGH = 11 };
+typedef struct failing {
+    int err[FAIL_ITEMS];        /* per item: 0, or the error it returns */
+    unsigned spin[FAIL_ITEMS];  /* per item: how long it works first */
+    int wait_high;              /* FAIL_LOW fails only once FAIL_HIGH has (threads > 1) */
+    atomic_int high_failed;     /* FAIL_HIGH has returned its error */
+    atomic_int ran[FAIL_ITEMS]; /* per item: how many times it ran */
+} failing_t;
+
+static int
+fail_some(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    failing_t *f = arg;
+    atomic_fetch_add(&f->ran[k], 1);
+    for (volatile unsigned i = 0; i < f->spin[k]; i++)
+        ;
+    if (k == FAIL_LOW && f->wait_high) /* (at most 5 s: a failure then says so) */
+        for (int i = 0; i < 5000 && !atomic_load(&f->high_failed); i++)
+            usleep(1000);
+    if (k == FAIL_HIGH)
+        atomic_store(&f->high_failed, 1);
+    return f->err[k];
+}
+
+/*
+ * The pool reports the error of the lowest item that failed - the one a run on one
+ * thread reports - not the first in time: the layout's parts are procedures in order,
+ * so --threads never changes which error a rewrite reports. Item 11 fails while item
+ * 10, on another thread, is still working and then fails (before: item 11's error);
+ * then random failures, work and grains on 1 to 4 threads: the lowest failing item's
+ * error, and every item below it ran once.
+ */
+START_TEST(test_plan_pool_lowest_error)
+{
+    static failing_t f;
+    for (unsigned threads = 2; threads <= 4; threads++) {
+        memset(&f, 0, sizeof(f));
+        f.err[FAIL_LOW] = QP_EDECODE;
+        f.err[FAIL_HIGH] = QP_ERANGE;
+        f.wait_high = 1;
+        ck_assert_int_eq(qp_parallel_for(threads, FAIL_ITEMS, 1, fail_some, &f, NULL),
+                         QP_EDECODE);
+        ck_assert_int_eq(atomic_load(&f.high_failed), 1);
+    }
+    static const int codes[] = { QP_EDECODE, QP_ERANGE, QP_ENOMEM, QP_EBUG, QP_EFORMAT };
+    unsigned seed = 4242;
+    for (int round = 0; round < 200; round++) {
+        memset(&f, 0, sizeof(f));
+        size_t lowest = FAIL_ITEMS;
+        for (size_t k = 0; k < FAIL_ITEMS; k++) {
+            seed = seed * 1103515245u + 12345u;
+            f.spin[k] = (seed >> 8) % 20000;
+            if ((seed >> 20) % 25 == 0) {
+                f.err[k] = codes[(seed >> 12) % 5];
+                lowest = lowest < k ? lowest : k;
+            }
+        }
+        unsigned threads = 1 + round % 4;
+        size_t grain = 1 + (size_t)(round / 4) % 5;
+        int rc = qp_parallel_for(threads, FAIL_ITEMS, grain, fail_some, &f, NULL);
+        ck_assert_int_eq(rc, lowest < FAIL_ITEMS ? f.err[lowest] : 0);
+        for (size_t k = 0; k <= lowest && k < FAIL_ITEMS; k++)
+            ck_assert_int_eq(atomic_load(&f.ran[k]), 1);
     }
 }
 END_TEST
@@ -379,6 +449,7 @@ plan_suite(void)
     tcase_add_test(tc, test_plan_pool_beside);
     tcase_add_test(tc, test_plan_pool_beside_one);
     tcase_add_test(tc, test_plan_label_runs_overlap);
+    tcase_add_test(tc, test_plan_pool_lowest_error);
     suite_add_tcase(s, tc);
     TCase *lay = tcase_create("layout");
     tcase_set_timeout(lay, 120);
