@@ -474,7 +474,7 @@ cfg_image_decode_kept(const cfg_image_t *img, uint64_t addr)
         return 0;
     size_t i = (size_t)(s - img->sections);
     uint64_t off = addr - s->vma;
-    if (dc->frozen != NULL) /* (not frozen_at: the decode's inlined copy stays its only) */
+    if (dc->frozen != NULL) /* (not frozen_at: the decode keeps it inlined) */
         return frozen_has(&dc->frozen[i], off);
     const _Atomic uint32_t *at = atomic_load_explicit(&dc->at[i], memory_order_acquire);
     return at != NULL && at != &dc_not_kept

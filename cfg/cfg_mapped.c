@@ -16,13 +16,14 @@
 
 #include "cfg/cfg_priv.h"
 
-enum { MAPPED_SLOTS = 16 }; /* files mapped at once: the input, its debug file, libraries */
+/* Files mapped at once: the input, its debug file, a process's libraries (qp). */
+enum { MAPPED_SLOTS = 16 };
 
 typedef struct mapped_slot {
-    atomic_int used;        /* claimed by cfg_mapped_add */
-    _Atomic uintptr_t lo;   /* the mapping's start, 0 while the slot is not published */
-    _Atomic size_t len;     /* its bytes */
-    char *_Atomic path;     /* the file's path (malloc'ed) */
+    atomic_int used;      /* claimed by cfg_mapped_add */
+    _Atomic uintptr_t lo; /* the mapping's start, 0 while the slot is not published */
+    _Atomic size_t len;   /* its bytes */
+    char *_Atomic path;   /* the file's path (malloc'ed) */
 } mapped_slot_t;
 
 static mapped_slot_t mapped[MAPPED_SLOTS];
@@ -74,5 +75,6 @@ int
 cfg_file_same(const struct stat *a, const struct stat *b)
 {
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size
-        && a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+        && a->st_mtim.tv_sec == b->st_mtim.tv_sec
+        && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }

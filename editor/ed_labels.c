@@ -10,11 +10,12 @@
  * dispatch targets of one moved procedure P:
  *   - it is a maximal run of aligned 8-byte words in read-only data (a section that is
  *     not writable, or .data.rel.ro*, and that no other loaded section overlaps: which
- *     bytes load there would not be known), each the address of a label of P: the start of a
- *     block that is the target of one of P's computed gotos (a CFG_EDGE_INDIRECT edge),
- *     or a case of a table of 8-byte absolute entries that retarget_tables leaves alone
- *     (in a PIE, or unbounded: the analysis takes `jmp *table(,%rax,8)` for a jump
- *     table, and a switch whose bound it cannot prove is the same thing);
+ *     bytes load there would not be known), each the address of a label of P: the
+ *     start of a block that is the target of one of P's computed gotos (a
+ *     CFG_EDGE_INDIRECT edge), or a case of a table of 8-byte absolute entries that
+ *     retarget_tables leaves alone (in a PIE, or unbounded: the analysis takes `jmp
+ *     *table(,%rax,8)` for a jump table, and a switch whose bound it cannot prove is
+ *     the same thing);
  *   - no data symbol says the array is larger or smaller (a symbol overlapping the run
  *     must cover exactly it), and none is global (another module could read it);
  *   - nothing in data points into it (no relocation's value, and in a program that is
@@ -202,7 +203,8 @@ overlapped(const cfg_image_t *img, const cfg_section_t *s)
 {
     for (size_t i = 0; i < img->nsections; i++) {
         const cfg_section_t *t = &img->sections[i];
-        if (t != s && loaded_bytes(t) && t->vma < s->vma + s->size && s->vma < t->vma + t->size)
+        if (t != s && loaded_bytes(t) && t->vma < s->vma + s->size
+            && s->vma < t->vma + t->size)
             return 1;
     }
     return 0;
@@ -250,7 +252,8 @@ word_label(const cfg_image_t *img, int pie, const label_t *lab, size_t nlab, uin
 }
 
 int
-edl_label_runs(const cfg_image_t *img, const label_t *lab, size_t nlab, run_t **out, size_t *n)
+edl_label_runs(
+    const cfg_image_t *img, const label_t *lab, size_t nlab, run_t **out, size_t *n)
 {
     int pie = (img->flags & CFG_IMG_PIE) != 0;
     run_t *v = NULL;

@@ -101,9 +101,10 @@ typedef struct elfw_request {
  * without the set-user-ID and set-group-ID bits (an instrumented program is not the
  * audited one: making it privileged again is the user's deliberate chmod), is written to
  * a temporary file in the same directory and renamed over OUTPUT only when complete; an
- * existing OUTPUT that is not a regular file (a device, FIFO, socket) is never replaced; the same request gives byte-identical output. An input that changed while it
- * was rewritten (not the file REQ->analysed was read from, or changed since; or changed
- * before the output is renamed) fails with QP_EIO. On failure nothing is left
+ * existing OUTPUT that is not a regular file (a device, FIFO, socket) is never replaced; the same request gives byte-identical output.
+ * An input that changed while it was rewritten (not the file REQ->analysed was read
+ * from, or changed since; or changed before the output is renamed) fails with QP_EIO
+ * ("input changed while it was rewritten"). On failure nothing is left
  * behind and ERR (ERRLEN bytes) holds one line saying why; returns 0, QP_EIO (errno
  * kept), QP_EFORMAT, QP_EUNSUPP or QP_ENOMEM; also QP_EINVAL for a bad request (OUTPUT
  * is the input or exists and is not a regular file, a W+X region, a region below the last segment's page, a patch outside

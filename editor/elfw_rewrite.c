@@ -743,7 +743,8 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
      * and the unwind tables alone write into the image. Both are done when the pool
      * returns (its threads joined); when the unwind tables fail, their error is the
      * rewrite's (the description's, if it failed too, is not), its description freed. */
-    unwind_job_t uj = { prog->img, plan, im, &unw, &stats->unwind_fail, err, errlen, 0, 0, 0, 0 };
+    unwind_job_t uj
+        = { prog->img, plan, im, &unw, &stats->unwind_fail, err, errlen, 0, 0, 0, 0 };
     describe_job_t dj = { instr, plan, runtime_counters(&rr), NULL, 0, 0, 0, &uj.failed };
     if (instr != NULL)
         qp_parallel_for_beside(opts->threads > 1 ? 2 : 1, 1, 1, describe_item, &dj,

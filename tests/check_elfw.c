@@ -1146,7 +1146,8 @@ START_TEST(test_elfw_rewrite_unwind_fail_described)
     char in[512], out[512], err[512];
     path_of(in, sizeof(in), "eh_asm");
     path_of(out, sizeof(out), "eh_asm.out");
-    if (!compile_or_skip("test_elfw_rewrite_unwind_fail_described", "g++", "eh_asm.cc", in))
+    const char *name = "test_elfw_rewrite_unwind_fail_described";
+    if (!compile_or_skip(name, "g++", "eh_asm.cc", in))
         return;
     cfg_image_t *img = NULL;
     cfg_prog_t *prog = NULL;
@@ -1165,7 +1166,8 @@ START_TEST(test_elfw_rewrite_unwind_fail_described)
             elfw_rewrite_opts_t wo = { 0 };
             wo.threads = threads;
             elfw_rewrite_stats_t st;
-            int rc = elfw_rewrite(prog, plan, &instr, in, out, &wo, &st, err, sizeof(err));
+            int rc
+                = elfw_rewrite(prog, plan, &instr, in, out, &wo, &st, err, sizeof(err));
             ck_assert_msg(rc == QP_ERANGE, "threads %u: %d %s", threads, rc, err);
             ck_assert_msg(strstr(err, "cannot be rewritten") != NULL, "threads %u: %s",
                           threads, err);
