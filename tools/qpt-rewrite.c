@@ -13,6 +13,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,8 +172,8 @@ on_tmp(void *arg, const char *tmp)
  * A SIGBUS at an address of a mapped input: the file was truncated while it was
  * rewritten (the library reads it through a mapping, whose pages past the new end fault;
  * other changes are caught before the output is renamed). One line, the temporary
- * output removed, exit status 1, from whichever thread faulted. Any other SIGBUS is a
- * bug: it takes its default action.
+ * output removed, exit status 1, from whichever thread faulted first (others that fault
+ * wait for it). Any other SIGBUS is a bug: it takes its default action.
  */
 static void
 on_sigbus(int sig, siginfo_t *si, void *uc)
@@ -185,6 +186,10 @@ on_sigbus(int sig, siginfo_t *si, void *uc)
             raise(sig); /* sent: the fault would not come again */
         return;         /* the faulting instruction runs again, without the handler */
     }
+    static atomic_flag ending = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&ending))
+        for (;;)
+            pause(); /* another thread faulted too: its _exit ends this one */
     if (tmp_live)
         unlink(tmp_path);
     static const char why[] = ": input changed while it was rewritten\n";
