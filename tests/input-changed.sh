@@ -73,6 +73,8 @@ case_() {
     fi
 }
 
+# Truncated during the analysis (its pool's threads read the code).
+case_ "truncated while it is analysed" "discovered" 2 "truncate -s 4096 in"
 # Truncated inside ed_plan_apply (the code emitted from the mapping, on the pool's
 # threads and on one), and after it (its pages released: the unwind tables read them).
 case_ "truncated while code is emitted" "tables of labels retargeted" 2 "truncate -s 4096 in"
