@@ -347,6 +347,42 @@ inc_writes_flags(const cfg_prog_t *prog)
         != isa->emit_counter_inc_at(0x1000, 0x2000, ARCH_INC_PLAIN, &dead, buf, sizeof(buf));
 }
 
+/*
+ * DRV_STATUS_*: does block B (entered from a call's return) begin by testing a value of
+ * at most 32 bits against zero and end in a branch on equality? Read with two operand
+ * decodes (the test, the branch), for blocks of that shape only.
+ */
+static uint8_t
+status_test(const cfg_prog_t *prog, const insn_list_t *b)
+{
+    const arch_isa_t *isa = cfg_image_isa(prog->img);
+    const arch_insn_t *t = &b->v[0], *jcc = &b->v[b->n - 1];
+    if (isa->decode_ops == NULL || b->n < 2 || jcc->kind != ARCH_KIND_JCC
+        || t->flags_written == 0)
+        return DRV_STATUS_NONE;
+    for (size_t k = 1; k + 1 < b->n; k++)
+        if (b->v[k].flags_written != 0)
+            return DRV_STATUS_NONE; /* the branch tests something else */
+    arch_ops_t test, br;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(prog->img, t->addr, &avail);
+    if (p == NULL || isa->decode_ops(p, avail < t->len ? avail : t->len, t->addr, &test) < 0)
+        return DRV_STATUS_NONE;
+    int self_test = test.op == ARCH_OP_TEST && test.dst.kind == ARCH_OPND_REG
+        && test.src.kind == ARCH_OPND_REG && test.dst.reg == test.src.reg;
+    int cmp_zero = test.op == ARCH_OP_CMP && test.dst.kind == ARCH_OPND_REG
+        && test.src.kind == ARCH_OPND_IMM && test.src.imm == 0;
+    if (!(self_test || cmp_zero) || test.dst.size > 4)
+        return DRV_STATUS_NONE; /* a 64-bit value is more likely a pointer */
+    p = cfg_image_ptr(prog->img, jcc->addr, &avail);
+    if (p == NULL
+        || isa->decode_ops(p, avail < jcc->len ? avail : jcc->len, jcc->addr, &br) < 0)
+        return DRV_STATUS_NONE;
+    return br.cond == ARCH_COND_E    ? DRV_STATUS_ZERO_TAKEN
+        : br.cond == ARCH_COND_NE ? DRV_STATUS_ZERO_FALLS
+                                  : DRV_STATUS_NONE;
+}
+
 int
 drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *info,
                 drv_graph_t *g)
@@ -368,6 +404,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     g->last = calloc(nb + 1, sizeof(uint64_t));
     g->last_target = calloc(nb + 1, sizeof(uint64_t));
     g->last_kind = calloc(nb + 1, 1);
+    g->tests_status = calloc(nb + 1, 1);
     g->live_in = calloc(nb + 1, 1);
     g->live_out = calloc(nb + 1, 1);
     g->indeg = calloc(nb + 1, sizeof(uint32_t));
@@ -375,7 +412,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     g->block_counter = malloc((nb + 1) * sizeof(uint32_t));
     g->block_at = calloc(nb + 1, sizeof(uint64_t));
     g->block_save = calloc(nb + 1, 1);
-    if (!g->last || !g->last_target || !g->last_kind || !g->live_in || !g->live_out || !g->indeg || !g->outdeg || !g->block_counter
+    if (!g->last || !g->last_target || !g->last_kind || !g->tests_status || !g->live_in || !g->live_out || !g->indeg || !g->outdeg || !g->block_counter
         || !g->block_at || !g->block_save) {
         rc = QP_ENOMEM;
         goto out;
@@ -445,6 +482,14 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
             || last->kind == ARCH_KIND_CALL)
             g->last_target[i] = last->target;
     }
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        uint32_t to = g->edges[e].to;
+        if (g->edges[e].kind == CFG_EDGE_CALLRET && to != X && g->last_kind[to] == ARCH_KIND_JCC
+            && g->tests_status[to] == DRV_STATUS_NONE) {
+            insn_list_t b = block_insns(&l, to);
+            g->tests_status[to] = status_test(prog, &b);
+        }
+    }
     for (int changed = 1; changed;) {
         changed = 0;
         for (uint32_t i = nb; i-- > 0;) {
@@ -484,6 +529,7 @@ drv_graph_free(drv_graph_t *g)
     free(g->last);
     free(g->last_target);
     free(g->last_kind);
+    free(g->tests_status);
     free(g->live_in);
     free(g->live_out);
     free(g->indeg);

@@ -54,6 +54,7 @@ uf_find(uint32_t *parent, uint32_t x)
 #define ODDS_EXIT 0.111  /* ... a loop exit against staying in the loop */
 #define ODDS_FALL 2.0    /* a conditional branch falling through against a forward jump */
 #define ODDS_COLD 0.001  /* towards code that can only end the process */
+#define ODDS_STATUS 3.0  /* a status a call returned is zero (success, false) against not */
 #define FREQ_SWEEPS 400  /* propagation rounds at most (a loop converges 10% a round) */
 #define FREQ_MAX 1e30
 #define MAX_ROOTS 16     /* ways in from X solved one by one at most (else swept) */
@@ -113,6 +114,11 @@ edge_odds(const drv_graph_t *g, const drv_edge_t *ed, const uint8_t *cold)
     if (ed->kind == CFG_EDGE_FALL && g->last_kind[ed->from] == ARCH_KIND_JCC
         && g->last_target[ed->from] > b[ed->from].start)
         odds *= ODDS_FALL;
+    /* C's convention: zero for success (or false), an error code otherwise. */
+    uint8_t st = g->tests_status[ed->from];
+    if (st != DRV_STATUS_NONE
+        && (ed->kind != CFG_EDGE_FALL) == (st == DRV_STATUS_ZERO_TAKEN))
+        odds *= ODDS_STATUS;
     return odds;
 }
 
