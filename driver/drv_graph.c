@@ -369,9 +369,9 @@ status_test(const cfg_prog_t *prog, const insn_list_t *b)
 {
     const arch_insn_t *t = &b->v[0], *jcc = &b->v[b->n - 1];
     /* Cheap filters before the decodes: a branch on ZF alone (equal or not), a short
-     * instruction setting it (test %eax,%eax: 2 bytes; cmp $0,%r8d: 4). */
+     * instruction setting it (test %eax,%eax: 2 bytes; cmp $0,%eax: 3). */
     if (b->n < 2 || jcc->kind != ARCH_KIND_JCC || jcc->flags_read != ARCH_FLAG_ZF
-        || !(t->flags_written & ARCH_FLAG_ZF) || t->len > 4)
+        || !(t->flags_written & ARCH_FLAG_ZF) || t->len > 3)
         return DRV_STATUS_NONE;
     for (size_t k = 1; k + 1 < b->n; k++)
         if (b->v[k].flags_written != 0)
