@@ -422,8 +422,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     g->block_at = calloc(nb + 1, sizeof(uint64_t));
     g->block_save = calloc(nb + 1, 1);
     if (!g->last || !g->last_target || !g->last_kind || !g->live_in || !g->live_out || !g->indeg || !g->outdeg || !g->block_counter
-        || !g->tests_status
-        || !g->block_at || !g->block_save) {
+        || !g->block_at || !g->block_save || !g->tests_status) {
         rc = QP_ENOMEM;
         goto out;
     }
