@@ -335,6 +335,7 @@ typedef struct gap_ctx {
     const span_vec_t *pad;    /* gaps that were all padding in the last sweep, sorted */
     span_vec_t pad_now;       /* ... and in this one, in the order met */
     size_t pad_at;            /* where the last look in `pad` ended */
+    cfg_gapspecs_t specs;     /* the first procedure of each gap, built ahead */
 } gap_ctx_t;
 
 /* Was [START, END) a gap of nothing but padding in the last sweep (G->pad)? Gaps come
@@ -429,9 +430,13 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         bp->ranges.n = 0;
         QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
         bp->ranges_h = ranges_hash(bp);
-        QP_CHECK(cfg_build_proc(b, &b->scratch[0], pi));
-        cfg_note_built(b, pi);
-        QP_CHECK(cfg_scratch_flush(b, &b->scratch[0]));
+        int took = cfg_gapspec_take(b, &g->specs, pi);
+        QP_CHECK(took);
+        if (!took) {
+            QP_CHECK(cfg_build_proc(b, &b->scratch[0], pi));
+            cfg_note_built(b, pi);
+            QP_CHECK(cfg_scratch_flush(b, &b->scratch[0]));
+        }
         bp = cfg_discover_proc(b, pi);
         if (bp->p.unsafe != NULL)
             return 0; /* not code: reject_bad_gap_procs drops it */
@@ -448,6 +453,64 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         a = reach + cfg_padding_len(cfg_image_isa(b->img), p, n, reach);
     }
     return 0;
+}
+
+/*
+ * The first procedure of gap [START, END) as the sweep (on_gap_new_proc) would make it
+ * if it were the first gap with code, added to G->specs to be built ahead. G is this
+ * enumeration's own (its padding cursor), its lists the sweep's.
+ */
+static int
+on_gap_spec(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
+{
+    gap_ctx_t *g = arg;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(b->img, start, &avail);
+    if (p == NULL || gap_was_padding(g, start, end))
+        return 0;
+    size_t n = (size_t)(end - start) < avail ? (size_t)(end - start) : avail;
+    size_t pad = cfg_padding_len(cfg_image_isa(b->img), p, n, start);
+    uint64_t a = start + pad;
+    if (pad >= n || cfg_u64_contains(g->rejected.v, g->rejected.n, a)
+        || cfg_proc_by_entry(b, a) != CFG_NONE)
+        return 0;
+    uint32_t in = cfg_discover_find(b, a);
+    if (in != CFG_NONE && cfg_discover_proc(b, in)->hint_end > a)
+        return 0;
+    return cfg_gapspec_add(&g->specs, b, a, end);
+}
+
+static int
+cmp_spec_entry(const void *a, const void *b)
+{
+    const cfg_spec_t *x = a, *y = b;
+    return x->bp.p.entry < y->bp.p.entry ? -1 : x->bp.p.entry > y->bp.p.entry;
+}
+
+/*
+ * With more than one thread, the first procedure of each gap of SPANS built ahead on
+ * the pool into G->specs, for the sweep to take where nothing it found before changes
+ * them (cfg_gapspec.c).
+ */
+static int
+build_gaps_ahead(cfg_builder_t *b, const span_vec_t *spans, gap_ctx_t *g)
+{
+    if (b->nscratch < 2)
+        return 0;
+    gap_ctx_t e = { g->rejected, g->pad, { 0 }, 0, { 0 } };
+    int rc = for_each_gap(b, spans, on_gap_spec, &e);
+    g->specs = e.specs;
+    if (rc < 0)
+        return rc;
+    for (size_t k = 1; k < g->specs.n; k++)
+        if (g->specs.v[k - 1].bp.p.entry > g->specs.v[k].bp.p.entry) {
+            qsort(g->specs.v, g->specs.n, sizeof(cfg_spec_t), cmp_spec_entry);
+            break;
+        }
+    rc = cfg_gapspec_build(b, &g->specs);
+    if (b->opts.on_phase != NULL)
+        b->opts.on_phase(b->opts.cb_arg, "gaps ahead", g->specs.n);
+    return rc;
 }
 
 typedef struct stat_ctx {
@@ -1476,15 +1539,18 @@ build_all(cfg_builder_t *b)
         }
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
-        gap_ctx_t g = { { 0 }, &pad_gaps, { 0 }, 0 };
+        gap_ctx_t g = { { 0 }, &pad_gaps, { 0 }, 0, { 0 } };
         size_t before = b->procs.n;
         if ((rc = collect_spans(b, &spans)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
+            || (rc = build_gaps_ahead(b, &spans, &g)) < 0
             || (rc = cfg_discover_sweep_begin(b)) < 0) {
             CFG_VEC_FREE(g.rejected);
+            cfg_gapspec_free(&g.specs);
             break;
         }
         rc = for_each_gap(b, &spans, on_gap_new_proc, &g);
         int merged = cfg_discover_sweep_end(b);
+        cfg_gapspec_free(&g.specs);
         CFG_VEC_FREE(g.rejected);
         CFG_VEC_FREE(pad_gaps);
         pad_gaps = g.pad_now;

@@ -260,6 +260,23 @@ plt_name(cfg_builder_t *b, uint64_t addr, char *buf, size_t cap, const char **na
     return 0;
 }
 
+/* The name of a procedure at ADDR: its symbol's, or one made up in BUF. NULL: ENOMEM. */
+static const char *
+name_at(cfg_builder_t *b, uint64_t addr, char *buf, size_t cap)
+{
+    const cfg_symbol_t *s = cfg_image_symbol_at(b->img, addr);
+    if (s != NULL)
+        return s->name;
+    const char *name;
+    if (plt_name(b, addr, buf, cap, &name) < 0)
+        return NULL;
+    if (name == NULL) {
+        snprintf(buf, cap, "sub_%llx", (unsigned long long)addr);
+        name = buf;
+    }
+    return name;
+}
+
 static const char *
 make_name(cfg_builder_t *b, uint64_t addr)
 {
@@ -267,19 +284,31 @@ make_name(cfg_builder_t *b, uint64_t addr)
     if (s != NULL)
         return s->name;
     char buf[256];
-    const char *name;
-    if (plt_name(b, addr, buf, sizeof(buf), &name) < 0)
+    const char *name = name_at(b, addr, buf, sizeof(buf));
+    if (name == NULL)
         return NULL;
-    if (name == NULL) {
-        snprintf(buf, sizeof(buf), "sub_%llx", (unsigned long long)addr);
-        name = buf;
-    }
     char *d = cfg_strdup(name);
     if (d == NULL || CFG_VEC_PUSH(b->strings, d) < 0) {
         free(d);
         return NULL;
     }
     return d;
+}
+
+/* BP's flags that its entry, sources and name give. */
+static void
+set_name_flags(const cfg_builder_t *b, cfg_bproc_t *bp)
+{
+    /* Also the unnamed halves of lazy-binding PLT entries (push n; jmp .plt). */
+    const cfg_section_t *sec = cfg_image_section_at(b->img, bp->p.entry);
+    if ((bp->p.sources & CFG_SRC_PLT) || (sec != NULL && strncmp(sec->name, ".plt", 4) == 0))
+        bp->p.flags |= CFG_PROC_PLT;
+    if (cfg_name_is_noreturn(bp->p.name)) {
+        bp->p.flags |= CFG_PROC_NORETURN;
+        bp->name_noreturn = 1;
+    }
+    if (cfg_name_is_resumed(bp->p.name))
+        bp->p.flags |= CFG_PROC_RESUMED;
 }
 
 /* A new procedure at ADDR in *BP (not yet in any array). */
@@ -295,16 +324,7 @@ init_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources, 
     bp.p.name = make_name(b, addr);
     if (bp.p.name == NULL)
         return QP_ENOMEM;
-    /* Also the unnamed halves of lazy-binding PLT entries (push n; jmp .plt). */
-    const cfg_section_t *sec = cfg_image_section_at(b->img, addr);
-    if ((sources & CFG_SRC_PLT) || (sec != NULL && strncmp(sec->name, ".plt", 4) == 0))
-        bp.p.flags |= CFG_PROC_PLT;
-    if (cfg_name_is_noreturn(bp.p.name)) {
-        bp.p.flags |= CFG_PROC_NORETURN;
-        bp.name_noreturn = 1;
-    }
-    if (cfg_name_is_resumed(bp.p.name))
-        bp.p.flags |= CFG_PROC_RESUMED;
+    set_name_flags(b, &bp);
     *bp_out = bp;
     if (CFG_VEC_PUSH(b->unbuilt, addr) < 0) /* not built yet */
         b->unbuilt_lost = 1;
@@ -473,11 +493,22 @@ procs_upto(const cfg_builder_t *b, uint64_t addr)
     return lo;
 }
 
+/* The speculative build on this thread (cfg_discover_spec_on), or NULL. */
+static _Thread_local cfg_spec_t *spec_here;
+
+void
+cfg_discover_spec_on(cfg_spec_t *s)
+{
+    spec_here = s;
+}
+
 cfg_bproc_t *
 cfg_discover_proc(const cfg_builder_t *b, uint32_t i)
 {
     if (i < b->procs.n)
         return &b->procs.v[i];
+    if (b->spec_on && spec_here != NULL)
+        return &spec_here->bp;
     return &b->side->procs.v[i - b->procs.n];
 }
 
@@ -501,6 +532,30 @@ cfg_discover_end(const cfg_builder_t *b, uint32_t i)
             next = b->procs.v[k].p.entry;
     }
     return next < end ? next : end;
+}
+
+int
+cfg_discover_spec_init(cfg_builder_t *b, uint64_t addr, uint64_t gap_end, cfg_bproc_t *bp)
+{
+    /* As side_add_new, then on_gap_new_proc (cfg_build.c), with nothing else aside. */
+    memset(bp, 0, sizeof(*bp));
+    bp->p.entry = bp->p.start = addr;
+    bp->p.sources = CFG_SRC_GAP;
+    bp->p.parent = CFG_NONE;
+    char buf[256];
+    bp->p.name = name_at(b, addr, buf, sizeof(buf));
+    if (bp->p.name == NULL)
+        return QP_ENOMEM;
+    set_name_flags(b, bp);
+    bp->p.name = NULL; /* (buf's: no build reads it) */
+    const cfg_section_t *sec = cfg_image_section_at(b->img, addr);
+    uint64_t end = sec ? sec->vma + sec->size : addr + 1;
+    size_t k = procs_upto(b, addr);
+    if (k < b->procs.n && b->procs.v[k].p.entry < end)
+        end = b->procs.v[k].p.entry;
+    bp->limit_end = gap_end;
+    bp->p.end = end < gap_end ? end : gap_end;
+    return CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end }));
 }
 
 int
@@ -678,12 +733,45 @@ cfg_discover_freeze(cfg_builder_t *b, int frozen)
     fx->frozen = frozen;
 }
 
+/*
+ * cfg_discover_find's answer, LO procedures of b->procs at or below ADDR, with S->bp the
+ * one procedure kept aside (as cfg_discover_find and cfg_discover_end would see it), noted
+ * in S->looks.
+ */
+static uint32_t
+spec_find(const cfg_builder_t *b, cfg_spec_t *s, uint64_t addr, size_t lo)
+{
+    uint64_t e = s->bp.p.entry;
+    uint32_t i;
+    cfg_spec_look_t look = { addr, 0, CFG_SPEC_NONE, 0, 0 };
+    if (e <= addr && (lo == 0 || e > b->procs.v[lo - 1].p.entry)) {
+        i = addr < s->bp.p.end ? (uint32_t)b->procs.n : CFG_NONE;
+        if (i != CFG_NONE)
+            look.what = CFG_SPEC_SELF;
+    } else if (lo == 0) {
+        i = CFG_NONE;
+    } else {
+        const cfg_bproc_t *p = &b->procs.v[lo - 1];
+        uint64_t end = p->p.end;
+        if (e > p->p.entry && e < end)
+            end = e;
+        i = addr < end ? (uint32_t)(lo - 1) : CFG_NONE;
+        if (i != CFG_NONE)
+            look = (cfg_spec_look_t) { addr, p->p.entry, CFG_SPEC_PROC, p->p.flags, p->p.sources };
+    }
+    if (CFG_VEC_PUSH(s->looks, look) < 0)
+        s->ok = 0;
+    return i;
+}
+
 uint32_t
 cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
 {
     size_t lo = b->find != NULL ? find_indexed(b, addr) : SIZE_MAX;
     if (lo == SIZE_MAX)
         lo = procs_upto(b, addr);
+    if (b->spec_on && spec_here != NULL)
+        return spec_find(b, spec_here, addr, lo);
     if (b->side != NULL && b->side->procs.n > 0) {
         /* The nearest entry below in either array, then its extent as it is now. */
         uint64_t key;

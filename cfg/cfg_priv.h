@@ -277,6 +277,7 @@ typedef struct cfg_builder {
     CFG_VEC(struct cfg_plt_held) plt_held; /* what PLT stubs' GOT slots hold, sorted
                                             * (cfg_discover.c's plt_name) */
     int plt_held_done;                /* plt_held was made */
+    int spec_on;                      /* speculative gap builds under way (cfg_gapspec.c) */
 } cfg_builder_t;
 
 /*
@@ -346,6 +347,8 @@ cfg_blocks_changed(cfg_builder_t *b)
     return atomic_fetch_add_explicit(&b->blocks_ver, 1, memory_order_relaxed) + 1;
 }
 
+typedef CFG_VEC(uint32_t) cfg_u32_vec_t;
+
 /*
  * What one worker of a round of builds (qp_parallel_for) needs to itself: the traversal
  * scratch, and what it found that concerns other procedures, handed to the builder in
@@ -357,10 +360,69 @@ typedef struct cfg_scratch {
     size_t mapcap;                /* its size */
     cfg_u64_vec_t work;           /* traversal worklist */
     cfg_u64_vec_t new_entries;    /* call/jump targets found (for b->new_entries) */
-    CFG_VEC(uint32_t) new_srcs;   /* their CFG_SRC_* bits */
-    CFG_VEC(uint32_t) known;      /* pairs: index of a known procedure, CFG_SRC_* bit */
+    cfg_u32_vec_t new_srcs;       /* their CFG_SRC_* bits */
+    cfg_u32_vec_t known;          /* pairs: index of a known procedure, CFG_SRC_* bit */
     cfg_str_vec_t strings;        /* reasons made up (for b->strings) */
 } cfg_scratch_t;
+
+/*
+ * A gap procedure built ahead, on the pool (cfg_gapspec.c): built as if it were the only
+ * procedure a sweep had kept aside, with what every lookup of the procedures answered,
+ * so that the sweep, which builds its gap procedures one after the other, can tell
+ * whether its own build would have seen the same and take this one instead.
+ */
+typedef struct cfg_spec_look {
+    uint64_t addr;                /* looked up (cfg_discover_find) */
+    uint64_t entry;               /* the entry of the procedure found (CFG_SPEC_PROC) */
+    uint32_t what;                /* CFG_SPEC_NONE, CFG_SPEC_SELF or CFG_SPEC_PROC */
+    uint32_t flags, sources;      /* the procedure found's (CFG_SPEC_PROC) */
+} cfg_spec_look_t;
+
+enum { CFG_SPEC_NONE, CFG_SPEC_SELF, CFG_SPEC_PROC };
+
+typedef struct cfg_spec {
+    cfg_bproc_t bp;               /* the procedure as the sweep would make it, then built */
+    CFG_VEC(cfg_spec_look_t) looks; /* the lookups the build made, in order */
+    cfg_u64_vec_t new_entries;    /* what the build found (cfg_scratch_t's lists) */
+    cfg_u32_vec_t new_srcs;
+    cfg_u32_vec_t known;          /* index b->procs.n: the procedure itself */
+    cfg_str_vec_t strings;
+    int ok;                       /* built, every lookup noted */
+} cfg_spec_t;
+
+/* cfg_discover.c: *BP as a gap sweep that kept nothing aside yet would make a procedure
+ * at ADDR in a gap ending at GAP_END, before building it. 0 or QP_ENOMEM. */
+int cfg_discover_spec_init(cfg_builder_t *b, uint64_t addr, uint64_t gap_end,
+                           cfg_bproc_t *bp);
+
+/* cfg_discover.c: the lookups of this thread see S->bp as the one procedure kept aside
+ * (index b->procs.n) and note their answers in S->looks; NULL: no more. B's procedures
+ * must be frozen (cfg_discover_freeze) and no sweep under way. */
+void cfg_discover_spec_on(cfg_spec_t *s);
+
+/* cfg_gapspec.c: the speculative builds of a gap sweep, by entry. */
+typedef struct cfg_gapspecs {
+    cfg_spec_t *v;                /* sorted by entry */
+    size_t n, cap;
+} cfg_gapspecs_t;
+
+/* Add a procedure at ENTRY in a gap ending at GAP_END to SP (in increasing ENTRY order),
+ * to be built by cfg_gapspec_build. 0 or QP_ENOMEM. */
+int cfg_gapspec_add(cfg_gapspecs_t *sp, cfg_builder_t *b, uint64_t entry, uint64_t gap_end);
+
+/* Build SP's procedures on B's pool. 0, or QP_ENOMEM (then none is taken). */
+int cfg_gapspec_build(cfg_builder_t *b, cfg_gapspecs_t *sp);
+
+/*
+ * Procedure PI of a sweep (kept aside), about to be built: when SP built it ahead from
+ * the same start, and every lookup of that build answers the same now, its build becomes
+ * PI's, with what it found handed to B as cfg_scratch_flush would: 1. Else 0 (PI is to be
+ * built), or QP_ENOMEM.
+ */
+int cfg_gapspec_take(cfg_builder_t *b, cfg_gapspecs_t *sp, uint32_t pi);
+
+/* Free SP's builds. */
+void cfg_gapspec_free(cfg_gapspecs_t *sp);
 
 /* cfg_blocks.c (with cfg_trav.c): building one procedure, and what cfg_build.c's rounds
  * need of it. */
