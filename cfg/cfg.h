@@ -492,7 +492,8 @@ typedef struct cfg_opts {
     /* A phase of cfg_prog_build is over ("start", "discovered", each "round", "built",
      * "noreturn", "gaps" of the fixpoint, "converged", "flattened", "loops", "stats")
      * with NPROCS procedures known; "gaps ahead", before a gap sweep with more than one
-     * thread: NPROCS gap procedures were built ahead on the pool. NULL: not told. */
+     * thread: NPROCS gap procedures to be built ahead on the pool beside it. NULL: not
+     * told. */
     void (*on_phase)(void *arg, const char *phase, size_t nprocs);
     /* One line about a builder inconsistency, right before the error it causes. NULL:
      * not told. */

@@ -488,18 +488,20 @@ cmp_spec_entry(const void *a, const void *b)
 }
 
 /*
- * With more than one thread, the first procedure of each gap of SPANS built ahead on
- * the pool into G->specs, for the sweep to take where nothing it found before changes
- * them (cfg_gapspec.c).
+ * With more than one thread, the first procedure of each gap of SPANS in G->specs, to be
+ * built ahead on the pool beside the sweep and taken where nothing the sweep found before
+ * changes them (cfg_gapspec.c).
  */
 static int
-build_gaps_ahead(cfg_builder_t *b, const span_vec_t *spans, gap_ctx_t *g)
+list_gaps_ahead(cfg_builder_t *b, const span_vec_t *spans, gap_ctx_t *g)
 {
     if (b->nscratch < 2)
         return 0;
     gap_ctx_t e = { g->rejected, g->pad, { 0 }, 0, { 0 } };
     int rc = for_each_gap(b, spans, on_gap_spec, &e);
     g->specs = e.specs;
+    g->specs.rejected = g->rejected.v;
+    g->specs.nrejected = g->rejected.n;
     if (rc < 0)
         return rc;
     for (size_t k = 1; k < g->specs.n; k++)
@@ -507,10 +509,28 @@ build_gaps_ahead(cfg_builder_t *b, const span_vec_t *spans, gap_ctx_t *g)
             qsort(g->specs.v, g->specs.n, sizeof(cfg_spec_t), cmp_spec_entry);
             break;
         }
-    rc = cfg_gapspec_build(b, &g->specs);
     if (b->opts.on_phase != NULL)
         b->opts.on_phase(b->opts.cb_arg, "gaps ahead", g->specs.n);
-    return rc;
+    return 0;
+}
+
+/* Gap procedures are built ahead in a sweep after one that found at least this many (or
+ * in the first): the listing costs a walk of the gaps, which a few do not repay
+ * (chromium's sweeps find 117,000 procedures, 15,000, 2,800, then hundreds). */
+#define GAPS_AHEAD_MIN 1024
+
+/* A gap sweep (cfg_gapspec_sweep's SWEEP). */
+typedef struct sweep_ctx {
+    cfg_builder_t *b;
+    const span_vec_t *spans;
+    gap_ctx_t *g;
+} sweep_ctx_t;
+
+static int
+sweep_gaps(void *arg)
+{
+    sweep_ctx_t *c = arg;
+    return for_each_gap(c->b, c->spans, on_gap_new_proc, c->g);
 }
 
 typedef struct stat_ctx {
@@ -1484,6 +1504,7 @@ build_all(cfg_builder_t *b)
     cfg_u64_vec_t noret = { 0 }; /* procedures that never return (noreturn_and_prune) */
     idx_vec_t todo = { 0 };
     int rc = 0, gap_rounds = 0, stale_rounds = 0, in_stale = 0;
+    size_t gap_found = SIZE_MAX; /* procedures the last gap sweep found */
     stale_snap_t snap = { 0 };
     size_t built = 0;
     for (int round = 0; round < 64; round++) {
@@ -1542,13 +1563,14 @@ build_all(cfg_builder_t *b)
         gap_ctx_t g = { { 0 }, &pad_gaps, { 0 }, 0, { 0 } };
         size_t before = b->procs.n;
         if ((rc = collect_spans(b, &spans)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
-            || (rc = build_gaps_ahead(b, &spans, &g)) < 0
+            || (gap_found >= GAPS_AHEAD_MIN && (rc = list_gaps_ahead(b, &spans, &g)) < 0)
             || (rc = cfg_discover_sweep_begin(b)) < 0) {
             CFG_VEC_FREE(g.rejected);
             cfg_gapspec_free(&g.specs);
             break;
         }
-        rc = for_each_gap(b, &spans, on_gap_new_proc, &g);
+        sweep_ctx_t sw = { b, &spans, &g };
+        rc = cfg_gapspec_sweep(b, &g.specs, sweep_gaps, &sw);
         int merged = cfg_discover_sweep_end(b);
         cfg_gapspec_free(&g.specs);
         CFG_VEC_FREE(g.rejected);
@@ -1565,6 +1587,7 @@ build_all(cfg_builder_t *b)
             break;
         if (rc == 0 && b->procs.n == before)
             break;
+        gap_found = b->procs.n > before ? b->procs.n - before : 0;
         built = 1; /* gap procedures were built: redo the fixpoint */
         rc = 0;
     }

@@ -493,13 +493,38 @@ procs_upto(const cfg_builder_t *b, uint64_t addr)
     return lo;
 }
 
-/* The speculative build on this thread (cfg_discover_spec_on), or NULL. */
-static _Thread_local cfg_spec_t *spec_here;
+/* The speculative builds of this thread (cfg_discover_spec_on). */
+static _Thread_local const cfg_spec_chain_t *spec_here;
 
 void
-cfg_discover_spec_on(cfg_spec_t *s)
+cfg_discover_spec_on(const cfg_spec_chain_t *c)
 {
-    spec_here = s;
+    spec_here = c;
+}
+
+cfg_spec_t *
+cfg_spec_chain_at(const cfg_spec_chain_t *c, size_t k)
+{
+    return k == 0 ? c->first : &c->first->more[k - 1];
+}
+
+int
+cfg_discover_spec_ready(cfg_builder_t *b)
+{
+    if (b->plt_held_done)
+        return 0;
+    int rc = collect_plt_held(b); /* (plt_name's, made once) */
+    if (rc < 0) {
+        b->plt_held_done = 0;
+        CFG_VEC_FREE(b->plt_held);
+    }
+    return rc;
+}
+
+int
+cfg_discover_spec_active(const cfg_builder_t *b)
+{
+    return b->spec_on && spec_here != NULL;
 }
 
 cfg_bproc_t *
@@ -508,7 +533,7 @@ cfg_discover_proc(const cfg_builder_t *b, uint32_t i)
     if (i < b->procs.n)
         return &b->procs.v[i];
     if (b->spec_on && spec_here != NULL)
-        return &spec_here->bp;
+        return &cfg_spec_chain_at(spec_here, i - b->procs.n)->bp;
     return &b->side->procs.v[i - b->procs.n];
 }
 
@@ -734,44 +759,61 @@ cfg_discover_freeze(cfg_builder_t *b, int frozen)
 }
 
 /*
- * cfg_discover_find's answer, LO procedures of b->procs at or below ADDR, with S->bp the
- * one procedure kept aside (as cfg_discover_find and cfg_discover_end would see it), noted
- * in S->looks.
+ * cfg_discover_find's answer with C's procedures kept aside (as cfg_discover_find and
+ * cfg_discover_end would see them), noted in the last one's looks. It reads of b->procs
+ * only what a sweep does not change (entries, extents, flags), through the entries' copy
+ * rather than b->find, which the sweep's thread keeps.
  */
 static uint32_t
-spec_find(const cfg_builder_t *b, cfg_spec_t *s, uint64_t addr, size_t lo)
+spec_find(const cfg_builder_t *b, const cfg_spec_chain_t *c, uint64_t addr)
 {
-    uint64_t e = s->bp.p.entry;
-    uint32_t i;
-    cfg_spec_look_t look = { addr, 0, CFG_SPEC_NONE, 0, 0 };
-    if (e <= addr && (lo == 0 || e > b->procs.v[lo - 1].p.entry)) {
-        i = addr < s->bp.p.end ? (uint32_t)b->procs.n : CFG_NONE;
-        if (i != CFG_NONE)
-            look.what = CFG_SPEC_SELF;
-    } else if (lo == 0) {
-        i = CFG_NONE;
-    } else {
+    size_t lo = addr == UINT64_MAX ? b->procs.n
+                                   : cfg_u64_lower_bound(c->entries, b->procs.n, addr + 1);
+    size_t k = 0; /* C's procedures at or below ADDR (in address order, a few) */
+    while (k < c->n && cfg_spec_chain_at(c, k)->bp.p.entry <= addr)
+        k++;
+    uint32_t i = CFG_NONE;
+    cfg_spec_look_t look = { addr, 0, CFG_SPEC_NONE, 0 };
+    if (k > 0 && (lo == 0 || cfg_spec_chain_at(c, k - 1)->bp.p.entry > b->procs.v[lo - 1].p.entry)) {
+        const cfg_bproc_t *x = &cfg_spec_chain_at(c, k - 1)->bp;
+        uint64_t end = x->p.end;
+        if (k < c->n && cfg_spec_chain_at(c, k)->bp.p.entry < end)
+            end = cfg_spec_chain_at(c, k)->bp.p.entry;
+        if (addr < end) {
+            i = (uint32_t)(b->procs.n + k - 1);
+            look = k == c->n ? (cfg_spec_look_t) { addr, 0, CFG_SPEC_SELF, 0 }
+                             : (cfg_spec_look_t) { addr, x->p.entry, CFG_SPEC_PROC, x->p.flags };
+        }
+    } else if (lo > 0) {
         const cfg_bproc_t *p = &b->procs.v[lo - 1];
         uint64_t end = p->p.end;
-        if (e > p->p.entry && e < end)
-            end = e;
-        i = addr < end ? (uint32_t)(lo - 1) : CFG_NONE;
-        if (i != CFG_NONE)
-            look = (cfg_spec_look_t) { addr, p->p.entry, CFG_SPEC_PROC, p->p.flags, p->p.sources };
+        for (size_t j = 0; j < c->n; j++) {
+            uint64_t e = cfg_spec_chain_at(c, j)->bp.p.entry;
+            if (e > p->p.entry) {
+                if (e < end)
+                    end = e;
+                break;
+            }
+        }
+        if (addr < end) {
+            i = (uint32_t)(lo - 1);
+            look = (cfg_spec_look_t) { addr, p->p.entry, CFG_SPEC_PROC, p->p.flags };
+        }
     }
-    if (CFG_VEC_PUSH(s->looks, look) < 0)
-        s->ok = 0;
+    cfg_spec_t *self = cfg_spec_chain_at(c, c->n - 1);
+    if (!c->quiet && CFG_VEC_PUSH(self->looks, look) < 0)
+        self->ok = 0;
     return i;
 }
 
 uint32_t
 cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
 {
+    if (b->spec_on && spec_here != NULL)
+        return spec_find(b, spec_here, addr);
     size_t lo = b->find != NULL ? find_indexed(b, addr) : SIZE_MAX;
     if (lo == SIZE_MAX)
         lo = procs_upto(b, addr);
-    if (b->spec_on && spec_here != NULL)
-        return spec_find(b, spec_here, addr, lo);
     if (b->side != NULL && b->side->procs.n > 0) {
         /* The nearest entry below in either array, then its extent as it is now. */
         uint64_t key;
