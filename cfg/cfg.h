@@ -491,9 +491,7 @@ typedef struct cfg_opts {
     int no_gap_procs; /* do not turn unreached valid code into procedures */
     /* A phase of cfg_prog_build is over ("start", "discovered", each "round", "built",
      * "noreturn", "gaps" of the fixpoint, "converged", "flattened", "loops", "stats")
-     * with NPROCS procedures known; "gaps ahead", before a gap sweep with more than one
-     * thread: NPROCS gap procedures to be built ahead on the pool beside it. NULL: not
-     * told. */
+     * with NPROCS procedures known. NULL: not told. */
     void (*on_phase)(void *arg, const char *phase, size_t nprocs);
     /* One line about a builder inconsistency, right before the error it causes. NULL:
      * not told. */

@@ -452,7 +452,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         rc = form_edges(&t);
     }
     bp->entry_block = cfg_local_block_at(bp, bp->p.entry);
-    if (bp->p.unsafe != NULL && cfg_gap_only(bp) && !cfg_discover_spec_active(b))
+    if (bp->p.unsafe != NULL && cfg_gap_only(bp))
         atomic_store_explicit(&b->unsafe_built, 1, memory_order_relaxed);
     bp->blocks_ver = cfg_blocks_changed(b);
     bp->built = 1;

@@ -335,7 +335,6 @@ typedef struct gap_ctx {
     const span_vec_t *pad;    /* gaps that were all padding in the last sweep, sorted */
     span_vec_t pad_now;       /* ... and in this one, in the order met */
     size_t pad_at;            /* where the last look in `pad` ended */
-    cfg_gapspecs_t specs;     /* the first procedure of each gap, built ahead */
 } gap_ctx_t;
 
 /* Was [START, END) a gap of nothing but padding in the last sweep (G->pad)? Gaps come
@@ -430,13 +429,9 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         bp->ranges.n = 0;
         QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
         bp->ranges_h = ranges_hash(bp);
-        int took = cfg_gapspec_take(b, &g->specs, pi);
-        QP_CHECK(took);
-        if (!took) {
-            QP_CHECK(cfg_build_proc(b, &b->scratch[0], pi));
-            cfg_note_built(b, pi);
-            QP_CHECK(cfg_scratch_flush(b, &b->scratch[0]));
-        }
+        QP_CHECK(cfg_build_proc(b, &b->scratch[0], pi));
+        cfg_note_built(b, pi);
+        QP_CHECK(cfg_scratch_flush(b, &b->scratch[0]));
         bp = cfg_discover_proc(b, pi);
         if (bp->p.unsafe != NULL)
             return 0; /* not code: reject_bad_gap_procs drops it */
@@ -453,84 +448,6 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         a = reach + cfg_padding_len(cfg_image_isa(b->img), p, n, reach);
     }
     return 0;
-}
-
-/*
- * The first procedure of gap [START, END) as the sweep (on_gap_new_proc) would make it
- * if it were the first gap with code, added to G->specs to be built ahead. G is this
- * enumeration's own (its padding cursor), its lists the sweep's.
- */
-static int
-on_gap_spec(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
-{
-    gap_ctx_t *g = arg;
-    size_t avail;
-    const uint8_t *p = cfg_image_ptr(b->img, start, &avail);
-    if (p == NULL || gap_was_padding(g, start, end))
-        return 0;
-    size_t n = (size_t)(end - start) < avail ? (size_t)(end - start) : avail;
-    size_t pad = cfg_padding_len(cfg_image_isa(b->img), p, n, start);
-    uint64_t a = start + pad;
-    if (pad >= n || cfg_u64_contains(g->rejected.v, g->rejected.n, a)
-        || cfg_proc_by_entry(b, a) != CFG_NONE)
-        return 0;
-    uint32_t in = cfg_discover_find(b, a);
-    if (in != CFG_NONE && cfg_discover_proc(b, in)->hint_end > a)
-        return 0;
-    return cfg_gapspec_add(&g->specs, b, a, end);
-}
-
-static int
-cmp_spec_entry(const void *a, const void *b)
-{
-    const cfg_spec_t *x = a, *y = b;
-    return x->bp.p.entry < y->bp.p.entry ? -1 : x->bp.p.entry > y->bp.p.entry;
-}
-
-/*
- * With more than one thread, the first procedure of each gap of SPANS in G->specs, to be
- * built ahead on the pool beside the sweep and taken where nothing the sweep found before
- * changes them (cfg_gapspec.c).
- */
-static int
-list_gaps_ahead(cfg_builder_t *b, const span_vec_t *spans, gap_ctx_t *g)
-{
-    if (b->nscratch < 2)
-        return 0;
-    gap_ctx_t e = { g->rejected, g->pad, { 0 }, 0, { 0 } };
-    int rc = for_each_gap(b, spans, on_gap_spec, &e);
-    g->specs = e.specs;
-    g->specs.rejected = g->rejected.v;
-    g->specs.nrejected = g->rejected.n;
-    if (rc < 0)
-        return rc;
-    for (size_t k = 1; k < g->specs.n; k++)
-        if (g->specs.v[k - 1].bp.p.entry > g->specs.v[k].bp.p.entry) {
-            qsort(g->specs.v, g->specs.n, sizeof(cfg_spec_t), cmp_spec_entry);
-            break;
-        }
-    if (b->opts.on_phase != NULL)
-        b->opts.on_phase(b->opts.cb_arg, "gaps ahead", g->specs.n);
-    return 0;
-}
-
-/* Gap procedures are built ahead in a sweep after one that found at least this many (or
- * in the first): the listing costs a walk of the gaps, which a few do not repay
- * (chromium's sweeps find 117,000 procedures, 15,000, 2,800, then hundreds). */
-#define GAPS_AHEAD_MIN 1024
-
-/* A gap sweep (cfg_gapspec_sweep's SWEEP). */
-typedef struct sweep_ctx {
-    cfg_builder_t *b;
-    const span_vec_t *spans;
-    gap_ctx_t *g;
-} sweep_ctx_t;
-
-static int
-sweep_gaps(void *arg)
-{
-    sweep_ctx_t *c = arg;
-    return for_each_gap(c->b, c->spans, on_gap_new_proc, c->g);
 }
 
 typedef struct stat_ctx {
@@ -1504,7 +1421,6 @@ build_all(cfg_builder_t *b)
     cfg_u64_vec_t noret = { 0 }; /* procedures that never return (noreturn_and_prune) */
     idx_vec_t todo = { 0 };
     int rc = 0, gap_rounds = 0, stale_rounds = 0, in_stale = 0;
-    size_t gap_found = SIZE_MAX; /* procedures the last gap sweep found */
     stale_snap_t snap = { 0 };
     size_t built = 0;
     for (int round = 0; round < 64; round++) {
@@ -1560,19 +1476,15 @@ build_all(cfg_builder_t *b)
         }
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
-        gap_ctx_t g = { { 0 }, &pad_gaps, { 0 }, 0, { 0 } };
+        gap_ctx_t g = { { 0 }, &pad_gaps, { 0 }, 0 };
         size_t before = b->procs.n;
         if ((rc = collect_spans(b, &spans)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
-            || (gap_found >= GAPS_AHEAD_MIN && (rc = list_gaps_ahead(b, &spans, &g)) < 0)
             || (rc = cfg_discover_sweep_begin(b)) < 0) {
             CFG_VEC_FREE(g.rejected);
-            cfg_gapspec_free(&g.specs);
             break;
         }
-        sweep_ctx_t sw = { b, &spans, &g };
-        rc = cfg_gapspec_sweep(b, &g.specs, sweep_gaps, &sw);
+        rc = for_each_gap(b, &spans, on_gap_new_proc, &g);
         int merged = cfg_discover_sweep_end(b);
-        cfg_gapspec_free(&g.specs);
         CFG_VEC_FREE(g.rejected);
         CFG_VEC_FREE(pad_gaps);
         pad_gaps = g.pad_now;
@@ -1587,7 +1499,6 @@ build_all(cfg_builder_t *b)
             break;
         if (rc == 0 && b->procs.n == before)
             break;
-        gap_found = b->procs.n > before ? b->procs.n - before : 0;
         built = 1; /* gap procedures were built: redo the fixpoint */
         rc = 0;
     }

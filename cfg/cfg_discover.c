@@ -260,23 +260,6 @@ plt_name(cfg_builder_t *b, uint64_t addr, char *buf, size_t cap, const char **na
     return 0;
 }
 
-/* The name of a procedure at ADDR: its symbol's, or one made up in BUF. NULL: ENOMEM. */
-static const char *
-name_at(cfg_builder_t *b, uint64_t addr, char *buf, size_t cap)
-{
-    const cfg_symbol_t *s = cfg_image_symbol_at(b->img, addr);
-    if (s != NULL)
-        return s->name;
-    const char *name;
-    if (plt_name(b, addr, buf, cap, &name) < 0)
-        return NULL;
-    if (name == NULL) {
-        snprintf(buf, cap, "sub_%llx", (unsigned long long)addr);
-        name = buf;
-    }
-    return name;
-}
-
 static const char *
 make_name(cfg_builder_t *b, uint64_t addr)
 {
@@ -284,31 +267,19 @@ make_name(cfg_builder_t *b, uint64_t addr)
     if (s != NULL)
         return s->name;
     char buf[256];
-    const char *name = name_at(b, addr, buf, sizeof(buf));
-    if (name == NULL)
+    const char *name;
+    if (plt_name(b, addr, buf, sizeof(buf), &name) < 0)
         return NULL;
+    if (name == NULL) {
+        snprintf(buf, sizeof(buf), "sub_%llx", (unsigned long long)addr);
+        name = buf;
+    }
     char *d = cfg_strdup(name);
     if (d == NULL || CFG_VEC_PUSH(b->strings, d) < 0) {
         free(d);
         return NULL;
     }
     return d;
-}
-
-/* BP's flags that its entry, sources and name give. */
-static void
-set_name_flags(const cfg_builder_t *b, cfg_bproc_t *bp)
-{
-    /* Also the unnamed halves of lazy-binding PLT entries (push n; jmp .plt). */
-    const cfg_section_t *sec = cfg_image_section_at(b->img, bp->p.entry);
-    if ((bp->p.sources & CFG_SRC_PLT) || (sec != NULL && strncmp(sec->name, ".plt", 4) == 0))
-        bp->p.flags |= CFG_PROC_PLT;
-    if (cfg_name_is_noreturn(bp->p.name)) {
-        bp->p.flags |= CFG_PROC_NORETURN;
-        bp->name_noreturn = 1;
-    }
-    if (cfg_name_is_resumed(bp->p.name))
-        bp->p.flags |= CFG_PROC_RESUMED;
 }
 
 /* A new procedure at ADDR in *BP (not yet in any array). */
@@ -324,7 +295,16 @@ init_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources, 
     bp.p.name = make_name(b, addr);
     if (bp.p.name == NULL)
         return QP_ENOMEM;
-    set_name_flags(b, &bp);
+    /* Also the unnamed halves of lazy-binding PLT entries (push n; jmp .plt). */
+    const cfg_section_t *sec = cfg_image_section_at(b->img, addr);
+    if ((sources & CFG_SRC_PLT) || (sec != NULL && strncmp(sec->name, ".plt", 4) == 0))
+        bp.p.flags |= CFG_PROC_PLT;
+    if (cfg_name_is_noreturn(bp.p.name)) {
+        bp.p.flags |= CFG_PROC_NORETURN;
+        bp.name_noreturn = 1;
+    }
+    if (cfg_name_is_resumed(bp.p.name))
+        bp.p.flags |= CFG_PROC_RESUMED;
     *bp_out = bp;
     if (CFG_VEC_PUSH(b->unbuilt, addr) < 0) /* not built yet */
         b->unbuilt_lost = 1;
@@ -493,47 +473,11 @@ procs_upto(const cfg_builder_t *b, uint64_t addr)
     return lo;
 }
 
-/* The speculative builds of this thread (cfg_discover_spec_on). */
-static _Thread_local const cfg_spec_chain_t *spec_here;
-
-void
-cfg_discover_spec_on(const cfg_spec_chain_t *c)
-{
-    spec_here = c;
-}
-
-cfg_spec_t *
-cfg_spec_chain_at(const cfg_spec_chain_t *c, size_t k)
-{
-    return k == 0 ? c->first : &c->first->more[k - 1];
-}
-
-int
-cfg_discover_spec_ready(cfg_builder_t *b)
-{
-    if (b->plt_held_done)
-        return 0;
-    int rc = collect_plt_held(b); /* (plt_name's, made once) */
-    if (rc < 0) {
-        b->plt_held_done = 0;
-        CFG_VEC_FREE(b->plt_held);
-    }
-    return rc;
-}
-
-int
-cfg_discover_spec_active(const cfg_builder_t *b)
-{
-    return b->spec_on && spec_here != NULL;
-}
-
 cfg_bproc_t *
 cfg_discover_proc(const cfg_builder_t *b, uint32_t i)
 {
     if (i < b->procs.n)
         return &b->procs.v[i];
-    if (b->spec_on && spec_here != NULL)
-        return &cfg_spec_chain_at(spec_here, i - b->procs.n)->bp;
     return &b->side->procs.v[i - b->procs.n];
 }
 
@@ -557,30 +501,6 @@ cfg_discover_end(const cfg_builder_t *b, uint32_t i)
             next = b->procs.v[k].p.entry;
     }
     return next < end ? next : end;
-}
-
-int
-cfg_discover_spec_init(cfg_builder_t *b, uint64_t addr, uint64_t gap_end, cfg_bproc_t *bp)
-{
-    /* As side_add_new, then on_gap_new_proc (cfg_build.c), with nothing else aside. */
-    memset(bp, 0, sizeof(*bp));
-    bp->p.entry = bp->p.start = addr;
-    bp->p.sources = CFG_SRC_GAP;
-    bp->p.parent = CFG_NONE;
-    char buf[256];
-    bp->p.name = name_at(b, addr, buf, sizeof(buf));
-    if (bp->p.name == NULL)
-        return QP_ENOMEM;
-    set_name_flags(b, bp);
-    bp->p.name = NULL; /* (buf's: no build reads it) */
-    const cfg_section_t *sec = cfg_image_section_at(b->img, addr);
-    uint64_t end = sec ? sec->vma + sec->size : addr + 1;
-    size_t k = procs_upto(b, addr);
-    if (k < b->procs.n && b->procs.v[k].p.entry < end)
-        end = b->procs.v[k].p.entry;
-    bp->limit_end = gap_end;
-    bp->p.end = end < gap_end ? end : gap_end;
-    return CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end }));
 }
 
 int
@@ -758,59 +678,9 @@ cfg_discover_freeze(cfg_builder_t *b, int frozen)
     fx->frozen = frozen;
 }
 
-/*
- * cfg_discover_find's answer with C's procedures kept aside (as cfg_discover_find and
- * cfg_discover_end would see them), noted in the last one's looks. It reads of b->procs
- * only what a sweep does not change (entries, extents, flags), through the entries' copy
- * rather than b->find, which the sweep's thread keeps.
- */
-static uint32_t
-spec_find(const cfg_builder_t *b, const cfg_spec_chain_t *c, uint64_t addr)
-{
-    size_t lo = addr == UINT64_MAX ? b->procs.n
-                                   : cfg_u64_lower_bound(c->entries, b->procs.n, addr + 1);
-    size_t k = 0; /* C's procedures at or below ADDR (in address order, a few) */
-    while (k < c->n && cfg_spec_chain_at(c, k)->bp.p.entry <= addr)
-        k++;
-    uint32_t i = CFG_NONE;
-    cfg_spec_look_t look = { addr, 0, CFG_SPEC_NONE, 0 };
-    if (k > 0 && (lo == 0 || cfg_spec_chain_at(c, k - 1)->bp.p.entry > b->procs.v[lo - 1].p.entry)) {
-        const cfg_bproc_t *x = &cfg_spec_chain_at(c, k - 1)->bp;
-        uint64_t end = x->p.end;
-        if (k < c->n && cfg_spec_chain_at(c, k)->bp.p.entry < end)
-            end = cfg_spec_chain_at(c, k)->bp.p.entry;
-        if (addr < end) {
-            i = (uint32_t)(b->procs.n + k - 1);
-            look = k == c->n ? (cfg_spec_look_t) { addr, 0, CFG_SPEC_SELF, 0 }
-                             : (cfg_spec_look_t) { addr, x->p.entry, CFG_SPEC_PROC, x->p.flags };
-        }
-    } else if (lo > 0) {
-        const cfg_bproc_t *p = &b->procs.v[lo - 1];
-        uint64_t end = p->p.end;
-        for (size_t j = 0; j < c->n; j++) {
-            uint64_t e = cfg_spec_chain_at(c, j)->bp.p.entry;
-            if (e > p->p.entry) {
-                if (e < end)
-                    end = e;
-                break;
-            }
-        }
-        if (addr < end) {
-            i = (uint32_t)(lo - 1);
-            look = (cfg_spec_look_t) { addr, p->p.entry, CFG_SPEC_PROC, p->p.flags };
-        }
-    }
-    cfg_spec_t *self = cfg_spec_chain_at(c, c->n - 1);
-    if (!c->quiet && CFG_VEC_PUSH(self->looks, look) < 0)
-        self->ok = 0;
-    return i;
-}
-
 uint32_t
 cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
 {
-    if (b->spec_on && spec_here != NULL)
-        return spec_find(b, spec_here, addr);
     size_t lo = b->find != NULL ? find_indexed(b, addr) : SIZE_MAX;
     if (lo == SIZE_MAX)
         lo = procs_upto(b, addr);

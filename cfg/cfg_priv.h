@@ -277,7 +277,6 @@ typedef struct cfg_builder {
     CFG_VEC(struct cfg_plt_held) plt_held; /* what PLT stubs' GOT slots hold, sorted
                                             * (cfg_discover.c's plt_name) */
     int plt_held_done;                /* plt_held was made */
-    int spec_on;                      /* speculative gap builds under way (cfg_gapspec.c) */
 } cfg_builder_t;
 
 /*
@@ -347,8 +346,6 @@ cfg_blocks_changed(cfg_builder_t *b)
     return atomic_fetch_add_explicit(&b->blocks_ver, 1, memory_order_relaxed) + 1;
 }
 
-typedef CFG_VEC(uint32_t) cfg_u32_vec_t;
-
 /*
  * What one worker of a round of builds (qp_parallel_for) needs to itself: the traversal
  * scratch, and what it found that concerns other procedures, handed to the builder in
@@ -360,109 +357,10 @@ typedef struct cfg_scratch {
     size_t mapcap;                /* its size */
     cfg_u64_vec_t work;           /* traversal worklist */
     cfg_u64_vec_t new_entries;    /* call/jump targets found (for b->new_entries) */
-    cfg_u32_vec_t new_srcs;       /* their CFG_SRC_* bits */
-    cfg_u32_vec_t known;          /* pairs: index of a known procedure, CFG_SRC_* bit */
+    CFG_VEC(uint32_t) new_srcs;   /* their CFG_SRC_* bits */
+    CFG_VEC(uint32_t) known;      /* pairs: index of a known procedure, CFG_SRC_* bit */
     cfg_str_vec_t strings;        /* reasons made up (for b->strings) */
 } cfg_scratch_t;
-
-/*
- * A gap procedure built ahead, on the pool (cfg_gapspec.c): built as if it were the only
- * procedure a sweep had kept aside, with what every lookup of the procedures answered,
- * so that the sweep, which builds its gap procedures one after the other, can tell
- * whether its own build would have seen the same and take this one instead.
- */
-typedef struct cfg_spec_look {
-    uint64_t addr;                /* looked up (cfg_discover_find) */
-    uint64_t entry;               /* the entry of the procedure found (CFG_SPEC_PROC) */
-    uint32_t what;                /* CFG_SPEC_NONE, CFG_SPEC_SELF or CFG_SPEC_PROC */
-    uint32_t flags;               /* the procedure found's (CFG_SPEC_PROC) */
-} cfg_spec_look_t;
-
-enum { CFG_SPEC_NONE, CFG_SPEC_SELF, CFG_SPEC_PROC };
-
-/* cfg_spec_t.state: waiting, being built, built, the sweep's own (or too late). */
-enum { CFG_SPEC_WAITING, CFG_SPEC_BUILDING, CFG_SPEC_BUILT, CFG_SPEC_CLAIMED };
-
-typedef struct cfg_spec {
-    cfg_bproc_t bp;               /* the procedure as the sweep would make it, then built */
-    CFG_VEC(cfg_spec_look_t) looks; /* the lookups the build made, in order */
-    cfg_u64_vec_t new_entries;    /* what the build found (cfg_scratch_t's lists) */
-    cfg_u32_vec_t new_srcs;
-    cfg_u32_vec_t known;          /* index b->procs.n: the procedure itself */
-    cfg_str_vec_t strings;
-    int ok;                       /* built, every lookup noted */
-    /* The first procedure of a gap only: */
-    atomic_int state;             /* CFG_SPEC_* (the pool and the sweep race for it) */
-    uint64_t gap_end;             /* the end of its gap */
-    struct cfg_spec *more;        /* the gap's next procedures, as the sweep would find
-                                   * them after it, built ahead in turn */
-    size_t nmore, capmore;
-} cfg_spec_t;
-
-/* The procedures of one gap built ahead so far (cfg_discover_spec_on). */
-typedef struct cfg_spec_chain {
-    cfg_spec_t *first;            /* the gap's first procedure (index b->procs.n) */
-    size_t n;                     /* with first->more's first n - 1: the last is built */
-    const uint64_t *entries;      /* b->procs' entries */
-    int quiet;                    /* lookups not noted (the sweep's own steps) */
-} cfg_spec_chain_t;
-
-/* cfg_discover.c: *BP as a gap sweep that kept nothing aside yet would make a procedure
- * at ADDR in a gap ending at GAP_END, before building it. 0 or QP_ENOMEM. */
-int cfg_discover_spec_init(cfg_builder_t *b, uint64_t addr, uint64_t gap_end,
-                           cfg_bproc_t *bp);
-
-/*
- * cfg_discover.c: the lookups of this thread see the procedures of C as the ones kept
- * aside (index b->procs.n on) and note their answers in the last one's looks; NULL: no
- * more. C->entries: those of b->procs, which must not change meanwhile (b->find and the
- * sweep's procedures are another thread's). Only while b->spec_on.
- */
-void cfg_discover_spec_on(const cfg_spec_chain_t *c);
-
-/* cfg_discover.c: procedure K of C (0: C->first). */
-cfg_spec_t *cfg_spec_chain_at(const cfg_spec_chain_t *c, size_t k);
-
-/* cfg_discover.c: what cfg_discover_spec_init needs made before threads call it; 0 or
- * QP_ENOMEM. */
-int cfg_discover_spec_ready(cfg_builder_t *b);
-
-/* cfg_discover.c: is this thread building ahead (cfg_discover_spec_on)? Such a build
- * reads no procedure's sources and notes no unsafe gap procedure (b->unsafe_built):
- * both change under it. */
-int cfg_discover_spec_active(const cfg_builder_t *b);
-
-/* cfg_gapspec.c: the speculative builds of a gap sweep, by entry. */
-typedef struct cfg_gapspecs {
-    cfg_spec_t *v;                /* sorted by entry */
-    size_t n, cap;
-    uint64_t *entries;            /* b->procs' entries, for the builds ahead */
-    const uint64_t *rejected;     /* the sweep's gap starts that proved not to be code */
-    size_t nrejected;
-    atomic_int closed;            /* the sweep is over: build no more */
-} cfg_gapspecs_t;
-
-/* Add a procedure at ENTRY in a gap ending at GAP_END to SP (in increasing ENTRY order),
- * to be built ahead by cfg_gapspec_sweep with the gap's next ones. 0 or QP_ENOMEM. */
-int cfg_gapspec_add(cfg_gapspecs_t *sp, cfg_builder_t *b, uint64_t entry, uint64_t gap_end);
-
-/*
- * Run SWEEP(ARG) (a gap sweep, which calls cfg_gapspec_take) on this thread while the
- * other threads of B's pool build SP's procedures ahead, in order. Returns SWEEP's
- * result, or QP_ENOMEM.
- */
-int cfg_gapspec_sweep(cfg_builder_t *b, cfg_gapspecs_t *sp, int (*sweep)(void *arg), void *arg);
-
-/*
- * Procedure PI of a sweep (kept aside), about to be built: when SP built it ahead from
- * the same start, and every lookup of that build answers the same now, its build becomes
- * PI's, with what it found handed to B as cfg_scratch_flush would: 1. Else 0 (PI is to be
- * built; one being built ahead is left to finish unused), or QP_ENOMEM.
- */
-int cfg_gapspec_take(cfg_builder_t *b, cfg_gapspecs_t *sp, uint32_t pi);
-
-/* Free SP's builds (once cfg_gapspec_sweep returned). */
-void cfg_gapspec_free(cfg_gapspecs_t *sp);
 
 /* cfg_blocks.c (with cfg_trav.c): building one procedure, and what cfg_build.c's rounds
  * need of it. */

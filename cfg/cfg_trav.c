@@ -121,8 +121,8 @@ note_external(trav_t *t, uint64_t target, uint32_t src)
     uint32_t i = cfg_discover_find(b, target);
     if (i != CFG_NONE && cfg_discover_proc(b, i)->p.entry == target) {
         /* A known entry: how it is used is noted after the round (another worker may
-         * be building it). A build ahead notes it anyway (cfg_discover_spec_active). */
-        if (!cfg_discover_spec_active(b) && (cfg_discover_proc(b, i)->p.sources & src))
+         * be building it). */
+        if (cfg_discover_proc(b, i)->p.sources & src)
             return 0;
         QP_CHECK(CFG_VEC_PUSH(t->sc->known, i));
         return CFG_VEC_PUSH(t->sc->known, src);

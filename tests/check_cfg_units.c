@@ -1504,82 +1504,6 @@ END_TEST
  */
 
 /* .eh_frame_hdr's search table: pairs (FDE, start) by FDE; other shapes are no table. */
-/*
- * With more than one thread, a gap sweep builds the first procedure of each gap ahead on
- * the pool ("gaps ahead"), and takes such a build only when nothing the sweep found
- * before changes it. Here the procedure in the first gap (0x1010) calls into the second
- * gap's code (0x1034): the sweep makes a procedure there before it comes to that gap,
- * so the second gap's procedure (0x1030) ends at 0x1034, not at the gap's end as its
- * build ahead had it. The CFGs are the same with 1, 2 and 3 threads.
- */
-static void
-on_gaps_ahead(void *arg, const char *phase, size_t nprocs)
-{
-    if (strcmp(phase, "gaps ahead") == 0)
-        *(size_t *)arg += nprocs;
-}
-
-START_TEST(test_cfg_gaps_built_ahead)
-{
-    uint8_t b[0x60];
-    memset(b, 0xcc, sizeof b);
-    static const uint8_t e0[] = { 0xe9, 0x1b, 0, 0, 0 };         /* 1000 jmp 1020 */
-    static const uint8_t ga[] = { 0xe8, 0x1f, 0, 0, 0, 0xc3 };   /* 1010 call 1034; ret */
-    static const uint8_t e1[] = { 0xe9, 0x1b, 0, 0, 0 };         /* 1020 jmp 1040 */
-    static const uint8_t gb[] = { 0x31, 0xc9, 0x31, 0xd2,        /* 1030 xor ecx; xor edx */
-                                  0x31, 0xc0, 0xc3 };            /* 1034 xor eax; ret */
-    memcpy(b + 0x00, e0, sizeof e0);
-    memcpy(b + 0x10, ga, sizeof ga);
-    memcpy(b + 0x20, e1, sizeof e1);
-    memcpy(b + 0x30, gb, sizeof gb);
-    b[0x40] = 0xc3; /* 1040 ret */
-    cfg_image_t *img;
-    ck_assert_int_eq(cfg_image_from_bytes(b, sizeof b, VMA, &img), 0);
-    cfg_prog_t *prog[3];
-    size_t ahead[3] = { 0, 0, 0 };
-    for (unsigned t = 0; t < 3; t++) {
-        cfg_opts_t o = { .threads = t + 1, .on_phase = on_gaps_ahead, .cb_arg = &ahead[t] };
-        ck_assert_int_eq(cfg_prog_build(img, &o, &prog[t]), 0);
-    }
-    ck_assert_uint_eq(ahead[0], 0);
-    ck_assert_uint_ge(ahead[1], 2); /* 0x1010 and 0x1030, in the first sweep */
-    ck_assert_uint_eq(ahead[2], ahead[1]);
-    /* (The jumps of 0x1000 become tail calls once 0x1010 ends its extent.) */
-    static const uint64_t entries[] = { 0x1000, 0x1010, 0x1020, 0x1030, 0x1034, 0x1040 };
-    ck_assert_uint_eq(prog[0]->nprocs, NELEM(entries));
-    for (size_t i = 0; i < NELEM(entries); i++)
-        ck_assert_uint_eq(prog[0]->procs[i].entry, entries[i]);
-    ck_assert_uint_eq(prog[0]->procs[3].end, 0x1034);
-    ck_assert_uint_eq(prog[0]->procs[3].sources, CFG_SRC_GAP);
-    ck_assert_uint_eq(prog[0]->procs[4].sources, CFG_SRC_CALL);
-    for (unsigned t = 1; t < 3; t++) {
-        const cfg_prog_t *p = prog[t], *q = prog[0];
-        ck_assert_uint_eq(p->nprocs, q->nprocs);
-        ck_assert_uint_eq(p->nblocks, q->nblocks);
-        ck_assert_uint_eq(p->nedges, q->nedges);
-        for (uint32_t i = 0; i < p->nprocs; i++) {
-            ck_assert_uint_eq(p->procs[i].entry, q->procs[i].entry);
-            ck_assert_uint_eq(p->procs[i].end, q->procs[i].end);
-            ck_assert_uint_eq(p->procs[i].sources, q->procs[i].sources);
-            ck_assert_uint_eq(p->procs[i].nblocks, q->procs[i].nblocks);
-        }
-        for (uint32_t i = 0; i < p->nblocks; i++) {
-            ck_assert_uint_eq(p->blocks[i].start, q->blocks[i].start);
-            ck_assert_uint_eq(p->blocks[i].end, q->blocks[i].end);
-        }
-        for (uint32_t i = 0; i < p->nedges; i++) {
-            ck_assert_uint_eq(p->edges[i].from, q->edges[i].from);
-            ck_assert_uint_eq(p->edges[i].to, q->edges[i].to);
-            ck_assert_uint_eq(p->edges[i].target, q->edges[i].target);
-            ck_assert_uint_eq(p->edges[i].kind, q->edges[i].kind);
-        }
-    }
-    for (unsigned t = 0; t < 3; t++)
-        cfg_prog_destroy(prog[t]);
-    cfg_image_destroy(img);
-}
-END_TEST
-
 START_TEST(test_cfg_ehhdr_table)
 {
     /* version 1, eh_frame_ptr pcrel sdata4, count udata4, table datarel sdata4 */
@@ -1615,7 +1539,6 @@ cfg_units_suite(void)
     TCase *tc;
 
     tc = tcase_create("jtab");
-    tcase_add_test(tc, test_cfg_gaps_built_ahead);
     tcase_add_test(tc, test_cfg_jtab_abs_nonpic);
     tcase_add_test(tc, test_cfg_jtab_pic_gcc_o2);
     tcase_add_test(tc, test_cfg_jtab_pic_gcc_o0_stack_slot);
