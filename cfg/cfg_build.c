@@ -543,8 +543,10 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
         k++;
     }
     b->procs.n = k;
-    if (dropped)
+    if (dropped) {
+        b->procs_ver++;
         cfg_discover_extents(b);
+    }
     return dropped;
 }
 
@@ -1223,6 +1225,7 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
         }
         b->procs.v[k++] = *bp;
     }
+    b->procs_ver += b->procs.n != k;
     b->procs.n = k;
     cfg_discover_extents(b);
     return tied + changed;

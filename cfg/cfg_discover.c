@@ -342,6 +342,7 @@ new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
 {
     cfg_bproc_t bp;
     QP_CHECK(init_proc(b, addr, hint_end, sources, &bp));
+    b->procs_ver++;
     return CFG_VEC_PUSH(b->procs, bp);
 }
 
@@ -563,11 +564,15 @@ move_up_after(cfg_builder_t *b, size_t i, size_t *o, uint64_t entry)
     return lo;
 }
 
+static void find_index_add(const cfg_builder_t *b, const uint64_t *add, size_t na, size_t n,
+                           uint64_t ver);
+
 /* Merge the procedures kept aside into b->procs. */
 static int
 side_merge(cfg_builder_t *b, cfg_side_t *s)
 {
     size_t m = s->procs.n, n = b->procs.n;
+    uint64_t ver = b->procs_ver;
     QP_CHECK(side_flush(s));
     QP_CHECK(cfg_vec_grow((void **)&b->procs.v, &b->procs.cap, n + m, sizeof(cfg_bproc_t)));
     size_t i = n, k = m, o = n + m;
@@ -577,8 +582,10 @@ side_merge(cfg_builder_t *b, cfg_side_t *s)
         b->procs.v[--o] = s->procs.v[s->idx[--k]];
     }
     b->procs.n = n + m;
+    b->procs_ver++;
     s->procs.n = 0;
     cfg_discover_extents(b);
+    find_index_add(b, s->keys, m, n, ver);
     return 0;
 }
 
@@ -632,6 +639,42 @@ find_index_copy(const cfg_builder_t *b, cfg_find_index_t *fx)
     if (fx->n > 0)
         (void)qp_buckets_build(&fx->buckets, fx->v[0], FIND_BUCKET_SHIFT, fx->n,
                                find_index_key, fx);
+    fx->ver = b->procs_ver;
+}
+
+/*
+ * The procedures ADD[0..NA) (sorted entries) were merged into b->procs, which had N
+ * before at b->procs_ver VER: when the index was their copy then, it becomes the copy of
+ * b->procs now (a merge of the compact arrays and new buckets: chromium's rounds and
+ * sweeps add a few procedures to 670,000, whose entries a new copy reads out of a large
+ * struct each). Else it stays as it is, to be copied again.
+ */
+static void
+find_index_add(const cfg_builder_t *b, const uint64_t *add, size_t na, size_t n, uint64_t ver)
+{
+    cfg_find_index_t *fx = b->find;
+    if (fx == NULL || fx->frozen || fx->n != n || fx->ver != ver || n + na != b->procs.n)
+        return;
+    if (n + na > fx->cap) {
+        size_t cap = 2 * (n + na);
+        uint64_t *v = realloc(fx->v, cap * sizeof(uint64_t));
+        if (v == NULL)
+            return;
+        fx->v = v;
+        fx->cap = cap;
+    }
+    size_t i = n, k = na, o = n + na;
+    while (k > 0) {
+        if (i > 0 && fx->v[i - 1] > add[k - 1])
+            fx->v[--o] = fx->v[--i];
+        else
+            fx->v[--o] = add[--k];
+    }
+    fx->n = n + na;
+    fx->buckets.n = 0;
+    (void)qp_buckets_build(&fx->buckets, fx->v[0], FIND_BUCKET_SHIFT, fx->n, find_index_key, fx);
+    fx->misses = 0;
+    fx->ver = b->procs_ver;
 }
 
 /*
@@ -673,7 +716,7 @@ cfg_discover_freeze(cfg_builder_t *b, int frozen)
     if (fx == NULL)
         return;
     fx->frozen = 0;
-    if (frozen)
+    if (frozen && (fx->n == 0 || fx->n != b->procs.n || fx->ver != b->procs_ver))
         find_index_copy(b, fx);
     fx->frozen = frozen;
 }
@@ -762,6 +805,7 @@ cfg_discover_add_new(cfg_builder_t *b)
     }
     int added = 0, rc = 0;
     size_t n0 = b->procs.n;
+    uint64_t ver0 = b->procs_ver;
     for (size_t i = 0; i < m && rc == 0;) {
         cand_t x = c[i++];
         for (; i < m && c[i].addr == x.addr; i++)
@@ -793,15 +837,21 @@ cfg_discover_add_new(cfg_builder_t *b)
             return QP_ENOMEM;
         memcpy(tmp, b->procs.v + n0, na * sizeof(cfg_bproc_t));
         size_t *pos = malloc(na * sizeof(size_t)); /* where the new ones went */
+        uint64_t *ent = malloc(na * sizeof(uint64_t)); /* their entries, for the index */
         size_t i = n0, k = na, o = n;
         while (k > 0) {
             /* The old ones after the new one tmp[k - 1] move up in one piece. */
             i = move_up_after(b, i, &o, tmp[k - 1].p.entry);
+            if (ent != NULL)
+                ent[k - 1] = tmp[k - 1].p.entry;
             b->procs.v[--o] = tmp[--k];
             if (pos != NULL)
                 pos[k] = o;
         }
         free(tmp);
+        if (ent != NULL)
+            find_index_add(b, ent, na, n0, ver0);
+        free(ent);
         if (pos == NULL) {
             cfg_discover_extents(b);
             return added;

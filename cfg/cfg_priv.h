@@ -243,6 +243,7 @@ typedef struct cfg_find_index {
     qp_buckets_t buckets;             /* over v, from v[0], 4 KiB a bucket */
     size_t misses;                    /* lookups it could not answer since */
     int frozen;                       /* not to be changed (cfg_discover_freeze) */
+    uint64_t ver;                     /* b->procs_ver when v was b->procs' entries */
 } cfg_find_index_t;
 
 /* A PLT stub's GOT slot holds HELD: the stub is symbol SYM of the image. */
@@ -266,6 +267,7 @@ typedef struct cfg_builder {
     cfg_find_index_t *find;           /* lookup index (cfg_discover_find), or NULL */
     struct cfg_side *side;            /* during a gap sweep: procedures found so far */
     uint64_t gen;                     /* bumped when procedures, extents or fragments change */
+    uint64_t procs_ver;               /* bumped when procs' entries change (added, dropped) */
     struct cfg_nr_deps *nr;           /* noreturn analysis: who depends on whom, or NULL */
     atomic_uint_least64_t blocks_ver; /* the last cfg_bproc_t.blocks_ver given out */
     atomic_int unsafe_built;          /* a build made a procedure unsafe since

@@ -1504,6 +1504,71 @@ END_TEST
  */
 
 /* .eh_frame_hdr's search table: pairs (FDE, start) by FDE; other shapes are no table. */
+/*
+ * The procedures' lookup index (cfg_discover_find) follows the procedures a round adds
+ * (cfg_discover_add_new) and a gap sweep merges (cfg_discover_sweep_end): it is their
+ * entries' copy after each, without a lookup or a freeze copying them again (chromium's
+ * late rounds add a few procedures to 670,000).
+ */
+static void
+check_find_index(const cfg_builder_t *b, const cfg_find_index_t *fx)
+{
+    ck_assert_uint_eq(fx->n, b->procs.n);
+    for (size_t i = 0; i < b->procs.n; i++)
+        ck_assert_uint_eq(fx->v[i], b->procs.v[i].p.entry);
+}
+
+START_TEST(test_cfg_find_index_follows_adds)
+{
+    uint8_t code[0x100];
+    memset(code, 0xc3, sizeof code); /* ret, ret, ... */
+    cfg_image_t *img;
+    ck_assert_int_eq(cfg_image_from_bytes(code, sizeof code, VMA, &img), 0);
+    cfg_builder_t b;
+    memset(&b, 0, sizeof(b));
+    cfg_find_index_t fx = { 0 };
+    b.find = &fx;
+    b.img = img;
+    b.nscratch = 1;
+    ck_assert_int_eq(cfg_discover(&b), 0);
+    cfg_discover_freeze(&b, 1);
+    cfg_discover_freeze(&b, 0);
+    check_find_index(&b, &fx);
+    static const uint64_t round[] = { 0x1080, 0x1010, 0x10f0 };
+    for (size_t k = 0; k < NELEM(round); k++) {
+        ck_assert_int_eq(CFG_VEC_PUSH(b.new_entries, round[k]), 0);
+        ck_assert_int_eq(CFG_VEC_PUSH(b.new_srcs, (uint32_t)CFG_SRC_CALL), 0);
+    }
+    ck_assert_int_eq(cfg_discover_add_new(&b), (int)NELEM(round));
+    check_find_index(&b, &fx);
+    ck_assert_int_eq(cfg_discover_sweep_begin(&b), 0);
+    static const uint64_t sweep[] = { 0x1040, 0x1008 };
+    for (size_t k = 0; k < NELEM(sweep); k++) {
+        ck_assert_int_eq(CFG_VEC_PUSH(b.new_entries, sweep[k]), 0);
+        ck_assert_int_eq(CFG_VEC_PUSH(b.new_srcs, (uint32_t)CFG_SRC_GAP), 0);
+        ck_assert_int_eq(cfg_discover_add_new(&b), 1);
+    }
+    ck_assert_int_eq(cfg_discover_sweep_end(&b), 0);
+    ck_assert_uint_eq(b.procs.n, 1 + NELEM(round) + NELEM(sweep));
+    check_find_index(&b, &fx);
+    for (size_t i = 0; i < b.procs.n; i++)
+        cfg_bproc_free(&b.procs.v[i]);
+    CFG_VEC_FREE(b.procs);
+    for (size_t i = 0; i < b.strings.n; i++)
+        free(b.strings.v[i]);
+    CFG_VEC_FREE(b.strings);
+    CFG_VEC_FREE(b.new_entries);
+    CFG_VEC_FREE(b.new_srcs);
+    CFG_VEC_FREE(b.unbuilt);
+    CFG_VEC_FREE(b.nr_dirty);
+    CFG_VEC_FREE(b.addr_taken);
+    CFG_VEC_FREE(b.landing_pads);
+    free(fx.v);
+    free(fx.buckets.at);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 START_TEST(test_cfg_ehhdr_table)
 {
     /* version 1, eh_frame_ptr pcrel sdata4, count udata4, table datarel sdata4 */
@@ -1539,6 +1604,7 @@ cfg_units_suite(void)
     TCase *tc;
 
     tc = tcase_create("jtab");
+    tcase_add_test(tc, test_cfg_find_index_follows_adds);
     tcase_add_test(tc, test_cfg_jtab_abs_nonpic);
     tcase_add_test(tc, test_cfg_jtab_pic_gcc_o2);
     tcase_add_test(tc, test_cfg_jtab_pic_gcc_o0_stack_slot);
