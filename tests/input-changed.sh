@@ -7,8 +7,12 @@
 # in place, appended to, replaced, or touched before the output is renamed. Each gives
 # exit status 1, exactly one line on stderr ("qpt-rewrite: IN: input changed while it was
 # rewritten"), no output and no temporary output; an input left alone is rewritten.
-# Deterministic: QPT_TEST_STOP_AT (a test hook, qpt-rewrite(1)) stops the rewrite at the
-# end of a named phase, the input is changed, the rewrite continued.
+# The same on the metrics path (-e), and for a separate debug file; SIGTERM and SIGHUP
+# leave no temporary output on either path. qp report: the rewritten executable (its
+# description is read through a mapping) truncated while it is read gives "qp: EXE:
+# changed while it was read", a profile truncated "qp: PROFILE: profile truncated...".
+# Deterministic: QPT_TEST_STOP_AT (a test hook, qpt-rewrite(1), qp(1)) stops the tool at
+# a named phase, the input is changed, the tool continued.
 # Work in $top_builddir/tests/input-changed.d. Exit status: 0 pass, 1 fail, 77 skip.
 set -u
 
@@ -148,6 +152,27 @@ for sig in TERM HUP; do
     signalled "SIG$sig" $sig
     signalled "metrics: SIG$sig" $sig "$M"
 done
+
+# A separate debug file (found by .gnu_debuglink) is an input too: changed once its
+# symbols are read, before the output is renamed, the rewrite is refused.
+if command -v gcc >/dev/null && command -v objcopy >/dev/null && command -v strip >/dev/null
+then
+    rm -f "$D"/dbg* "$D"/out "$D"/out.tmp*
+    printf 'int f(int x) { return x * 3; }\nint main(int c, char **v) { (void)v; return f(c) - 3; }\n' \
+        >"$D/dbg.c"
+    (cd "$D" && gcc -O1 -g -o dbg dbg.c && objcopy --only-keep-debug dbg dbg.debug \
+        && strip dbg && objcopy --add-gnu-debuglink=dbg.debug dbg) || exit 99
+    if "$QPT_REWRITE" --dump-cfg "$D/dbg" | grep -q "^symbols from: .*dbg.debug"; then
+        run_stopped "debug file touched before the rename" "temporary output" \
+            "touch -d '2000-01-01' dbg.debug" "$QPT_REWRITE" "$D/dbg" -o "$D/out"
+        refused "debug file touched before the rename" \
+            "qpt-rewrite: $D/dbg: input changed while it was rewritten (its separate debug file */dbg.debug)"
+    else
+        bad "the debug file of a stripped program is not read"
+    fi
+else
+    echo "SKIP debug file: no gcc, objcopy or strip"
+fi
 
 # qp report reads the profiles (read, not mapped: a profile truncated meanwhile is
 # "profile truncated") and the rewritten executable's description through its mapping:
