@@ -37,7 +37,7 @@ stopped() {
 run_stopped() {
     name=$1 phase=$2 change=$3
     shift 3
-    QPT_TEST_STOP_AT=$phase "$@" 2>"$D/err" &
+    QPT_TEST_STOP_AT=$phase "$@" >"$D/stdout" 2>"$D/err" &
     pid=$!
     n=0
     while ! stopped $pid; do
@@ -182,7 +182,7 @@ rm -f "$D"/in "$D"/out "$D"/out.tmp* "$D"/err
 cp "$SRC" "$D/in" && "$QPT_REWRITE" "$D/in" -o "$D/prog" 2>/dev/null \
     && (cd "$D" && ./prog -c true) && [ -f "$D/prog.qp" ] || exit 99
 cp "$D/prog" "$D/prog.keep" && cp "$D/prog.qp" "$D/prog.qp.keep" || exit 99
-QP=$top_builddir/tools/qp
+QP=${QP:-$top_builddir/tools/qp}
 # qp_case NAME PHASE CHANGE LINE: qp report stopped at PHASE, CHANGE run, continued.
 qp_case() {
     cp "$D/prog.keep" "$D/prog" && cp "$D/prog.qp.keep" "$D/prog.qp" || exit 99
