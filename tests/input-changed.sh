@@ -194,6 +194,14 @@ for phase in "reading the description" "summing the profiles" "solving the count
     qp_case "executable truncated, $phase" "$phase" "truncate -s 4096 prog" \
         "qp: */tests/input-changed.d/prog: changed while it was read"
 done
+# Truncated while the report is written to -o FILE (--annotate reads the code then): its
+# temporary output removed too.
+rm -f "$D"/out "$D"/out.tmp*
+cp "$D/prog.keep" "$D/prog" && cp "$D/prog.qp.keep" "$D/prog.qp" || exit 99
+run_stopped "qp report -o" "temporary output" "truncate -s 4096 prog" \
+    "$QP" report --annotate=main -o "$D/out" "$D/prog.qp"
+refused "qp report -o: executable truncated while the report is written" \
+    "qp: */tests/input-changed.d/prog: changed while it was read"
 qp_case "profile truncated while it is read" "reading the profiles" "truncate -s 8192 prog.qp" \
     "qp: $D/prog.qp: profile truncated*"
 
