@@ -103,7 +103,7 @@ on_signal(int sig)
 }
 
 void
-tool_signal_setup(const char *prog, const char *why)
+tool_signal_on_bus(const char *prog, const char *why)
 {
     sig_prog = prog;
     sig_why = why;
@@ -113,6 +113,12 @@ tool_signal_setup(const char *prog, const char *why)
     bus.sa_flags = SA_SIGINFO;
     sigemptyset(&bus.sa_mask);
     sigaction(SIGBUS, &bus, NULL);
+}
+
+void
+tool_signal_setup(const char *prog, const char *why)
+{
+    tool_signal_on_bus(prog, why);
     static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         struct sigaction sa;
