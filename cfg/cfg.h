@@ -249,6 +249,13 @@ void cfg_image_release_pages(const cfg_image_t *img);
 struct stat;
 int cfg_image_file_same(const cfg_image_t *img, const struct stat *st);
 
+/*
+ * Is the separate debug file whose symbols IMG took (img->debug_file) still the file,
+ * size and modification time it was when they were read (its path stat'ed now)? 1 when
+ * it is, or when IMG took none; else 0.
+ */
+int cfg_image_debug_same(const cfg_image_t *img);
+
 /* Are A and B the states of the same file (device, inode) with the same size and
  * modification time? 1 or 0. */
 int cfg_file_same(const struct stat *a, const struct stat *b);

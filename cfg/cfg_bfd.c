@@ -45,6 +45,8 @@ typedef struct bfd_reader {
     const uint8_t *map;    /* the whole file, read-only */
     size_t size;           /* its size */
     struct stat st;        /* the file's state when it was opened (cfg_image_file_same) */
+    char *debug_path;      /* the separate debug file whose symbols were taken, or NULL */
+    struct stat debug_st;  /* its state when it was opened (cfg_image_debug_same) */
     line_state_t *lines;   /* created by the first cfg_image_line call */
 } bfd_reader_t;
 
@@ -80,6 +82,7 @@ reader_close(cfg_image_priv_t *priv)
     if (r == NULL)
         return;
     lines_free(r->lines);
+    free(r->debug_path);
     if (r->abfd != NULL)
         bfd_close(r->abfd);
     unmap(r);
@@ -1019,6 +1022,18 @@ cfg_bfd_add_debug_symbols(cfg_image_t *img, const char *path, const cfg_debug_wa
         img->debug_file = cfg_image_intern(img, path);
         used = img->debug_file != NULL ? 1 : QP_ENOMEM;
     }
+    /* Its symbols are read now, once: they must come from the file as it was opened (a
+     * truncation faults, see cfg_mapped.c; a write in place would not). */
+    struct stat now;
+    if (rc == 0 && used == 1 && (bfd_stat(d.abfd, &now) != 0 || !cfg_file_same(&d.st, &now)))
+        used = CFG_DEBUG_CHANGED;
+    bfd_reader_t *r = ((cfg_image_priv_t *)img->priv)->reader;
+    if (rc == 0 && used == 1 && !want->own && r != NULL) {
+        free(r->debug_path);
+        r->debug_path = strdup(path);
+        r->debug_st = d.st;
+        used = r->debug_path != NULL ? 1 : QP_ENOMEM;
+    }
 out:
     free(st);
     CFG_VEC_FREE(sizes);
@@ -1232,6 +1247,18 @@ cfg_image_file_same(const cfg_image_t *img, const struct stat *st)
 }
 
 int
+cfg_image_debug_same(const cfg_image_t *img)
+{
+    const cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
+    if (priv == NULL || priv->close != reader_close || priv->reader == NULL)
+        return 1;
+    const bfd_reader_t *r = priv->reader;
+    struct stat now;
+    return r->debug_path == NULL
+        || (stat(r->debug_path, &now) == 0 && cfg_file_same(&r->debug_st, &now));
+}
+
+int
 cfg_image_open_bfd(const char *path, cfg_image_t **out)
 {
     return cfg_image_open_bfd_why(path, out, NULL, 0);
@@ -1319,8 +1346,12 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, int any_
                 read_notes(img, img->sections[i].bytes, img->sections[i].size);
     /* A stripped program: the symbols of its separate debug file, if one is installed;
      * then names for the entry and main, found from the code (cfg_debug.c). */
-    if (!(img->flags & CFG_IMG_SYMTAB) && (rc = cfg_debug_find_symbols(img, path)) < 0)
+    if (!(img->flags & CFG_IMG_SYMTAB) && (rc = cfg_debug_find_symbols(img, path)) < 0) {
+        if (rc == QP_EIO && img->debug_file != NULL && why != NULL && whylen > 0)
+            snprintf(why, whylen, "its separate debug file %s changed while it was read",
+                     img->debug_file);
         goto fail;
+    }
     rc = cfg_image_finish(img);
     /* After the relocations are sorted: a linker need not write them in address order
      * (ld -z nocombreloc puts .rela.init_array after .rela.data.rel.ro; lld puts

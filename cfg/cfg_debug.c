@@ -63,7 +63,7 @@ by_build_id(cfg_image_t *img)
     char hex[2 * sizeof(img->build_id) + 1];
     for (size_t i = 1; i < img->build_id_len; i++)
         snprintf(hex + 2 * (i - 1), 3, "%02x", img->build_id[i]);
-    cfg_debug_want_t want = { img->build_id, img->build_id_len, 0, 0 };
+    cfg_debug_want_t want = { img->build_id, img->build_id_len, 0, 0, 0 };
     const char *p = debug_dirs != NULL ? debug_dirs : DEFAULT_DEBUG_DIRS;
     char dir[PATH_MAX], path[PATH_MAX + 2 * sizeof(img->build_id) + 32];
     while (next_dir(&p, dir, sizeof(dir))) {
@@ -89,7 +89,7 @@ by_debuglink(cfg_image_t *img, const char *path)
     if (n == 0 || n >= len || crc_off + 4 > len || strchr(name, '/') != NULL
         || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
         return 0;
-    cfg_debug_want_t want = { NULL, 0, 1, 0 };
+    cfg_debug_want_t want = { NULL, 0, 1, 0, 0 };
     memcpy(&want.crc, s + crc_off, 4);
     char real[PATH_MAX];
     if (realpath(path, real) == NULL)
@@ -159,7 +159,7 @@ by_debugdata(cfg_image_t *img)
         if (fd >= 0 && done == n) {
             char path[64];
             snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-            cfg_debug_want_t want = { NULL, 0, 0, 0 };
+            cfg_debug_want_t want = { NULL, 0, 0, 0, 1 };
             rc = cfg_bfd_add_debug_symbols(img, path, &want);
             if (rc == 1)
                 img->debug_file = ".gnu_debugdata (MiniDebugInfo)";

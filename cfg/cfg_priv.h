@@ -154,6 +154,8 @@ typedef struct cfg_debug_want {
     size_t build_id_len;
     int check_crc;           /* nonzero: the file's CRC-32 must be `crc` */
     uint32_t crc;
+    int own;                 /* nonzero: our own copy (MiniDebugInfo's), which nobody
+                              * else changes: not checked again (cfg_image_debug_same) */
 } cfg_debug_want_t;
 
 /* The raw bytes of IMG's (non-empty, non-NOBITS) section NAME, or NULL. */
@@ -162,8 +164,12 @@ const uint8_t *cfg_bfd_raw_section(const cfg_image_t *img, const char *name, siz
 /*
  * Add the .symtab of the ELF file at PATH (a separate debug file of IMG that matches
  * WANT) to IMG's symbols and variables, and set img->debug_file. Returns 1 when it was
- * used, 0 when it is missing, unreadable or does not match, QP_ENOMEM.
+ * used, 0 when it is missing, unreadable or does not match, QP_ENOMEM, or
+ * CFG_DEBUG_CHANGED (QP_EIO, img->debug_file set) when the file changed while it was
+ * read (its device, inode, size or mtime, checked once its symbols are read). The file
+ * used is remembered for cfg_image_debug_same (unless WANT->own).
  */
+#define CFG_DEBUG_CHANGED QP_EIO
 int cfg_bfd_add_debug_symbols(cfg_image_t *img, const char *path, const cfg_debug_want_t *want);
 
 /*

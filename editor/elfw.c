@@ -752,6 +752,9 @@ elfw_write_output(elfw_ctx_t *c)
     struct stat now;
     if (fstat(c->in_fd, &now) != 0 || !cfg_file_same(&c->in_st, &now))
         return elfw_fail(c, QP_EIO, "%s", elfw_input_changed);
+    if (!cfg_image_debug_same(c->req->analysed))
+        return elfw_fail(c, QP_EIO, "%s (its separate debug file %s)", elfw_input_changed,
+                         c->req->analysed->debug_file);
     if (rename(c->tmp, out) != 0)
         return elfw_fail_errno(c, "cannot write", out);
     elfw_tell_tmp(c, NULL);

@@ -185,7 +185,10 @@ file_write(qpt_space_t *s, const char *output)
         ed_opts_t eo;
         qpt_engine_defaults(&eo, s->all_in_place);
         const qpt_measure_t m = { write_plan, write_undo, &w };
-        const qpt_engine_io_t io = { s->path, output, NULL, NULL, NULL };
+        /* The temporary output told to qpt_on_temp_file's hook; the rest as default. */
+        const elfw_tmp_hook_t hook = { s->temp_fn, s->temp_arg };
+        const elfw_rewrite_opts_t wo = { .tmp_hook = s->temp_fn != NULL ? &hook : NULL };
+        const qpt_engine_io_t io = { s->path, output, &wo, NULL, NULL };
         rc = qpt_engine_write(s->prog, &eo, &m, &io, out);
         if (rc < 0)
             qpt_fail(s, rc, "%s: %s", s->path, out->err[0] ? out->err : qp_strerror(rc));

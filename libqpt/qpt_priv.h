@@ -149,6 +149,8 @@ struct qpt_space {
     uint64_t vars;           /* bytes of qpt_alloc'ed words */
     uint64_t written_id;     /* the description id of the last qpt_write */
     const char *all_in_place; /* why every procedure stays in place (Go, GHC) */
+    void (*temp_fn)(void *, const char *); /* qpt_on_temp_file's, or NULL */
+    void *temp_arg;          /* its argument */
     /* A process's own state (qpt_live_ops only: qpt_live.c, qpt_events.c). */
     struct dyn_proc *proc;   /* the process */
     struct qpt_live_set *sess; /* the committed set of snippets, or NULL */

@@ -69,6 +69,12 @@ qpt_out_abort(qpt_out_t *o, int fd_closed)
     free(o);
 }
 
+const char *
+qpt_out_temp(const qpt_out_t *o)
+{
+    return o != NULL ? o->o.tmp : NULL;
+}
+
 /*****************************************************************************
  * The calls of an earlier run
  */

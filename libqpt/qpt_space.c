@@ -1466,6 +1466,15 @@ qpt_write(qpt_space_t *s, const char *output)
     return s->ops->write_file(s, output);
 }
 
+void
+qpt_on_temp_file(qpt_space_t *s, void (*fn)(void *arg, const char *path), void *arg)
+{
+    if (s != NULL) {
+        s->temp_fn = fn;
+        s->temp_arg = arg;
+    }
+}
+
 /*****************************************************************************
  * Shared libraries by name
  */

@@ -163,6 +163,11 @@ catch_signals(void)
 {
     struct sigaction sa;
 
+    /* A library truncated while dyn reads it (through a mapping) cannot end the session
+     * cleanly from a signal handler: one line that says what is left, and exit 1. */
+    tool_signal_on_bus(dyn_prog_name, "changed while it was read: dyn ended, and what it "
+                                      "put in the process stays until 'dyn clean PID'");
+
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal; /* no SA_RESTART: sleeps end early */
     sigemptyset(&sa.sa_mask);

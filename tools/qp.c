@@ -419,12 +419,14 @@ output_close(tool_out_t *t, int st)
     return st;
 }
 
-/* libqpt's phases of loading, on the terminal. */
+/* The phases of loading (libqpt's, and reading the profiles), on the terminal; the test
+ * hook QPT_TEST_STOP_AT stops as one starts. */
 static void
 load_progress(void *arg, const char *phase)
 {
     (void)arg;
     progress(phase);
+    tool_test_stop(phase);
 }
 
 /* Load module M: its file, its description, its profiles summed and checked, its
@@ -655,7 +657,8 @@ cmd_report(const qp_args_t *a)
     /* Loading chromium's profile takes seconds: say which phase runs (not with -v,
      * whose lines go to stderr too). */
     show_progress = isatty(STDERR_FILENO) && !a->verbose;
-    progress("reading the profiles");
+    tool_signal_progress(show_progress);
+    load_progress(NULL, "reading the profiles");
     int st = 0;
     if (qpt_qp_set_read((const char *const *)a->files, a->nfiles, a->exe, 0, &set, why,
                         sizeof(why)) < 0)
@@ -700,6 +703,9 @@ __lsan_default_options(void)
 int
 main(int argc, char **argv)
 {
+    /* The executables (their descriptions, code and lines) are read through mappings: one
+     * truncated meanwhile ends qp in one line (the profiles are read, not mapped). */
+    tool_signal_setup("qp", "changed while it was read");
     if (argc >= 2 && strcmp(argv[1], "metrics") == 0)
         return qp_metrics_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "trace") == 0)

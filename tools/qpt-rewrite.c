@@ -11,9 +11,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,100 +144,14 @@ on_text(void *arg, const char *text)
     fputs(text, stdout);
 }
 
-/*
- * The temporary output, removed when SIGINT, SIGTERM or SIGHUP ends the rewrite (a cc1
- * rewrite leaves 150 MB otherwise), or a SIGBUS says the input was truncated. The
- * handlers use only async-signal-safe calls (unlink, raise, write, _exit).
- */
-static char tmp_path[PATH_MAX];
-static volatile sig_atomic_t tmp_live;
-
-static void
-on_tmp(void *arg, const char *tmp)
-{
-    (void)arg;
-    tmp_live = 0;
-    if (tmp != NULL && strlen(tmp) < sizeof(tmp_path)) {
-        memcpy(tmp_path, tmp, strlen(tmp) + 1);
-        tmp_live = 1;
-    }
-    if (tmp != NULL)
-        tool_test_stop("temporary output");
-}
-
-/*
- * A SIGBUS at an address of a mapped input: the file was truncated while it was
- * rewritten (the library reads it through a mapping, whose pages past the new end fault;
- * other changes are caught before the output is renamed). One line, the temporary
- * output removed, exit status 1, from whichever thread faulted first (others that fault
- * wait for it). Any other SIGBUS is a bug: it takes its default action.
- */
-static void
-on_sigbus(int sig, siginfo_t *si, void *uc)
-{
-    (void)uc;
-    const char *input = si->si_code > 0 ? qpt_mapped_input_at(si->si_addr) : NULL;
-    if (input == NULL) {
-        signal(sig, SIG_DFL);
-        if (si->si_code <= 0)
-            raise(sig); /* sent: the fault would not come again */
-        return;         /* the faulting instruction runs again, without the handler */
-    }
-    static atomic_flag ending = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&ending))
-        for (;;)
-            pause(); /* another thread faulted too: its _exit ends this one */
-    if (tmp_live)
-        unlink(tmp_path);
-    static const char why[] = ": input changed while it was rewritten\n";
-    char line[PATH_MAX + 128];
-    size_t n = 0, len;
-    if (show_progress) /* the progress line goes first */
-        memcpy(line, "\r\033[K", n = 4);
-    len = strlen(prog_name);
-    memcpy(line + n, prog_name, len);
-    n += len;
-    line[n++] = ':';
-    line[n++] = ' ';
-    len = strlen(input) < PATH_MAX ? strlen(input) : PATH_MAX;
-    memcpy(line + n, input, len);
-    n += len;
-    memcpy(line + n, why, sizeof(why) - 1);
-    n += sizeof(why) - 1;
-    (void)!write(STDERR_FILENO, line, n);
-    _exit(EXIT_INPUT);
-}
-
-static void
-on_signal(int sig)
-{
-    if (tmp_live)
-        unlink(tmp_path);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
+/* Signals from now on: the input truncated while it is rewritten (SIGBUS), SIGINT,
+ * SIGTERM, SIGHUP; each removes the temporary output (a cc1 rewrite leaves 150 MB
+ * otherwise), which on_temp_file hooks tell tool_signal.c. */
 static void
 remove_tmp_on_signals(void)
 {
-    struct sigaction bus;
-    memset(&bus, 0, sizeof(bus));
-    bus.sa_sigaction = on_sigbus;
-    bus.sa_flags = SA_SIGINFO;
-    sigemptyset(&bus.sa_mask);
-    sigaction(SIGBUS, &bus, NULL);
-    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
-    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        /* Keep an ignored signal ignored (nohup). */
-        struct sigaction old;
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-            continue;
-        sigaction(sigs[i], &sa, NULL);
-    }
+    tool_signal_setup(prog_name, "input changed while it was rewritten");
+    tool_signal_progress(show_progress);
 }
 
 /*
@@ -280,7 +191,7 @@ make_rewrite(const char *driver, int atomic, const char *weights, int verbose)
     }
     qpt_rewrite_on_progress(r, on_progress, NULL);
     qpt_rewrite_on_message(r, on_message, NULL);
-    qpt_rewrite_on_temp_file(r, on_tmp, NULL);
+    qpt_rewrite_on_temp_file(r, tool_signal_temp, NULL);
     if (tool_debug_on()) /* QP_DEBUG: development aid, see qpt-rewrite(1) */
         qpt_rewrite_on_debug(r, tool_debug_phase, tool_debug_note, NULL);
     else /* the heap's free pages go back at the end of each phase */
@@ -469,8 +380,8 @@ main(int argc, char **argv)
                     : weights != NULL ? "--weights" : "--atomic/--no-atomic");
             return EXIT_USAGE;
         }
-        remove_tmp_on_signals();
         show_progress = isatty(STDERR_FILENO) && !verbose;
+        remove_tmp_on_signals();
         int st = tool_rewrite_metrics(prog_name, margs, morder, nm, input, output, profile,
                                       progress);
         free(margs);
@@ -479,7 +390,7 @@ main(int argc, char **argv)
     }
     free(margs);
     free(morder);
-    remove_tmp_on_signals();
     show_progress = dump == DUMP_NONE && isatty(STDERR_FILENO) && !verbose;
+    remove_tmp_on_signals();
     return run(input, output, dump, proc, driver, atomic, weights, verbose, force);
 }

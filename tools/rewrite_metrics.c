@@ -108,6 +108,7 @@ metrics_rewrite(const char *prog_name, qm_set_t *set, const char *input, const c
     }
     if (progress != NULL)
         progress("relocating and writing");
+    qpt_on_temp_file(s, tool_signal_temp, NULL); /* removed if a signal ends the rewrite */
     rc = qpt_write(s, output);
     if (progress != NULL)
         progress(NULL);

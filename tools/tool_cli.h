@@ -61,10 +61,27 @@ void tool_names_free(tool_names_t *names);
  */
 int tool_debug_on(void);
 /*
+ * Signals (tool_signal.c). tool_signal_setup: from now on a SIGBUS at an address of a
+ * mapped input (qpt_mapped_input_at: a file truncated while it is read through its
+ * mapping) ends the process with "PROG: PATH: WHY" and exit status 1, and SIGINT,
+ * SIGTERM, SIGHUP (unless ignored) end it as they would; both remove the temporary
+ * output first. tool_signal_temp: that temporary output, PATH (one at a time; NULL:
+ * none any more), as qpt_rewrite_on_temp_file, qpt_on_temp_file and tool_out_open tell
+ * it (ARG unused); it also stops at the test hook's phase "temporary output" (qp -o
+ * too). tool_signal_progress: whether a progress line is on the terminal now (the SIGBUS
+ * line clears it first).
+ */
+void tool_signal_setup(const char *prog, const char *why);
+/* The SIGBUS handler alone (dyn, whose other signals end its session cleanly). */
+void tool_signal_on_bus(const char *prog, const char *why);
+void tool_signal_temp(void *arg, const char *path);
+void tool_signal_progress(int on);
+/*
  * QPT_TEST_STOP_AT=PHASE (a test hook, harmless otherwise): the process stops itself
- * (SIGSTOP) at the end of that phase (a QP_DEBUG phase name, or "temporary output" once
- * qpt-rewrite's temporary output exists), so that a test can change the input at a
- * known point and continue it (SIGCONT). tool_phase_end calls it.
+ * (SIGSTOP) at the end of that phase (a QP_DEBUG phase name; "temporary output" once
+ * a temporary output exists; as one of qp report's loading phases starts), so that a
+ * test can change an input at a known point and continue it (SIGCONT). tool_phase_end
+ * calls it.
  */
 void tool_test_stop(const char *phase);
 void tool_phase_end(void *arg, const char *phase, size_t nprocs);

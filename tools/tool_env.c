@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,16 +61,6 @@ int
 tool_debug_on(void)
 {
     return getenv("QP_DEBUG") != NULL;
-}
-
-void
-tool_test_stop(const char *phase)
-{
-    static const char *at; /* QPT_TEST_STOP_AT, read once ("" when not set) */
-    if (at == NULL)
-        at = getenv("QPT_TEST_STOP_AT") != NULL ? getenv("QPT_TEST_STOP_AT") : "";
-    if (phase != NULL && at[0] != '\0' && strcmp(at, phase) == 0)
-        raise(SIGSTOP); /* every thread stops until a SIGCONT */
 }
 
 void

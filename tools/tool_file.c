@@ -52,6 +52,7 @@ tool_out_open(tool_out_t *t, const char *prog, const char *path)
         t->f = NULL;
         return -1;
     }
+    tool_signal_temp(NULL, qpt_out_temp(t->o)); /* removed if a signal ends the tool */
     return 0;
 }
 
@@ -73,6 +74,7 @@ tool_out_close(tool_out_t *t, const char *prog, int ok)
     t->f = NULL;
     qpt_out_t *o = t->o; /* its descriptor closed with the stream */
     t->o = NULL;
+    tool_signal_temp(NULL, NULL);
     char why[256] = "";
     if (err == 0 && ok) {
         if (qpt_out_commit(o, 1, why, sizeof(why)) == 0)

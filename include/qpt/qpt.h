@@ -617,6 +617,14 @@ int qpt_set_active(qpt_space_t *s, int on);
 /* A file: write the instrumented program to OUTPUT (a temporary file, renamed). */
 int qpt_write(qpt_space_t *s, const char *output);
 
+/*
+ * A file: FN(ARG, PATH) once qpt_write's temporary output exists, and FN(ARG, NULL) once
+ * it is renamed or removed (PATH stays valid until then), so that a tool's signal
+ * handler can remove it when a signal ends the process. FN NULL: none (the default).
+ * Called on the thread of qpt_write. A process: ignored.
+ */
+void qpt_on_temp_file(qpt_space_t *s, void (*fn)(void *arg, const char *path), void *arg);
+
 /*****************************************************************************
  * Live processes
  */

@@ -56,6 +56,10 @@ int qpt_out_commit(qpt_out_t *o, int fd_closed, char *why, size_t whylen);
  * errno is kept. */
 void qpt_out_abort(qpt_out_t *o, int fd_closed);
 
+/* The temporary file O writes (valid until O is committed or aborted), for a tool's
+ * signal handler that removes it; NULL for O NULL. */
+const char *qpt_out_temp(const qpt_out_t *o);
+
 /*****************************************************************************
  * The calls of an earlier run
  */
