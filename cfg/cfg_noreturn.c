@@ -38,6 +38,13 @@ typedef struct nr_index {
     size_t cap;                       /* elements allocated in each array */
 } nr_index_t;
 
+/* A call or tail call of a procedure to a procedure. */
+typedef struct nr_dep {
+    uint32_t who;                     /* the caller (CFG_NONE: removed, or stale) */
+    uint32_t next;                    /* the next one of its callee, or CFG_NONE */
+    uint32_t callee;                  /* the callee (CFG_NONE: removed) */
+} nr_dep_t;
+
 /* A call or jump to an address in no procedure. */
 typedef struct nr_unres {
     uint64_t target;                  /* the address */
@@ -46,12 +53,12 @@ typedef struct nr_unres {
 
 /*
  * Who depends on whom: a dependency per call or tail call of a procedure to a
- * procedure, on a list per callee (linked through `next`; a procedure's calls of
- * itself on none) and, in the order they were added, per caller (nfwd of them from
- * fwd). Kept from one analysis to the next: when procedures were added or removed
+ * procedure, on a list per callee (linked through `next`, newest first; a procedure's
+ * calls of itself on none) and, in the order they were added, per caller (nfwd of them
+ * from fwd). Kept from one analysis to the next: when procedures were added or removed
  * since, everything follows them to their new indices (by entry address). A procedure
- * looked at again adds its dependencies anew, and the old ones stay on the callees'
- * lists (a stale dependency only makes a procedure be looked at again).
+ * looked at again adds its dependencies anew, its old ones marked stale (left on the
+ * callees' lists until stale ones are the most, then dropped).
  */
 typedef struct cfg_nr_deps {
     uint64_t gen;                     /* b->gen when last brought up to date */
@@ -59,9 +66,8 @@ typedef struct cfg_nr_deps {
     nr_index_t ix;                    /* the procedures then */
     nr_index_t alt;                   /* the arrays nr_deps_remap fills next */
     qp_buckets_t buckets;             /* over ix.entry[0 .. n) */
-    CFG_VEC(uint32_t) next;           /* per dependency: the next one of its callee */
-    CFG_VEC(uint32_t) who;            /* per dependency: the caller (CFG_NONE: removed) */
-    CFG_VEC(uint32_t) callee;         /* per dependency: the callee (CFG_NONE: removed) */
+    CFG_VEC(nr_dep_t) deps;           /* the dependencies */
+    size_t nstale;                    /* ... of which stale */
     CFG_VEC(nr_unres_t) unres;        /* calls and jumps to no procedure */
     /* The scratch of one analysis, n + 1 each, kept to be reused (fresh pages would
      * be faulted in each time: a tenth of chromium's time here). */
@@ -96,9 +102,7 @@ cfg_nr_deps_free(cfg_nr_deps_t *d)
     nr_index_free(&d->ix);
     nr_index_free(&d->alt);
     free(d->buckets.at);
-    CFG_VEC_FREE(d->next);
-    CFG_VEC_FREE(d->who);
-    CFG_VEC_FREE(d->callee);
+    CFG_VEC_FREE(d->deps);
     CFG_VEC_FREE(d->unres);
     free(d->queue);
     free(d->old2new);
@@ -332,12 +336,16 @@ proc_may_return(cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i, int alone)
     return 0;
 }
 
-/* Add the dependencies of procedure I (its calls and tail calls) to D. */
+/* Add the dependencies of procedure I (its calls and tail calls) to D, those it had
+ * made stale. */
 static int
 nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
 {
     const cfg_bproc_t *bp = &b->procs.v[i];
-    size_t first = d->who.n;
+    for (uint32_t k = d->ix.fwd[i], end = k + d->ix.nfwd[i]; k < end; k++)
+        d->deps.v[k].who = CFG_NONE;
+    d->nstale += d->ix.nfwd[i];
+    size_t first = d->deps.n;
     for (size_t e = 0; e < bp->edges.n; e++) {
         const cfg_edge_t *ed = &bp->edges.v[e];
         uint64_t callee = 0;
@@ -352,15 +360,42 @@ nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
             QP_CHECK(CFG_VEC_PUSH(d->unres, ((nr_unres_t) { callee, i })));
             continue;
         }
-        QP_CHECK(CFG_VEC_PUSH(d->next, ci != i ? d->ix.head[ci] : CFG_NONE));
-        QP_CHECK(CFG_VEC_PUSH(d->who, i));
-        QP_CHECK(CFG_VEC_PUSH(d->callee, ci));
+        nr_dep_t x = { i, ci != i ? d->ix.head[ci] : CFG_NONE, ci };
+        QP_CHECK(CFG_VEC_PUSH(d->deps, x));
         if (ci != i)
-            d->ix.head[ci] = (uint32_t)(d->who.n - 1);
+            d->ix.head[ci] = (uint32_t)(d->deps.n - 1);
     }
     d->ix.fwd[i] = (uint32_t)first;
-    d->ix.nfwd[i] = (uint32_t)(d->who.n - first);
+    d->ix.nfwd[i] = (uint32_t)(d->deps.n - first);
     return 0;
+}
+
+/* Drop D's stale dependencies (those of removed procedures too), the others kept in
+ * their order (and so the callees' lists). */
+static void
+nr_deps_compact(cfg_nr_deps_t *d)
+{
+    size_t m = 0;
+    for (size_t k = 0; k < d->deps.n; k++) {
+        nr_dep_t x = d->deps.v[k];
+        if (x.who == CFG_NONE)
+            continue;
+        if (k == d->ix.fwd[x.who]) /* a caller's dependencies are together */
+            d->ix.fwd[x.who] = (uint32_t)m;
+        d->deps.v[m++] = x;
+    }
+    d->deps.n = m;
+    d->nstale = 0;
+    for (size_t i = 0; i < d->n; i++)
+        d->ix.head[i] = CFG_NONE;
+    for (size_t k = 0; k < m; k++) {
+        nr_dep_t *x = &d->deps.v[k];
+        x->next = CFG_NONE;
+        if (x->callee != CFG_NONE && x->callee != x->who) {
+            x->next = d->ix.head[x->callee];
+            d->ix.head[x->callee] = (uint32_t)k;
+        }
+    }
 }
 
 /* The dependencies of every procedure, in D (new). */
@@ -418,17 +453,18 @@ nr_deps_remap(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
             root[j] = 0;
         }
     }
-    for (size_t e = 0; e < d->who.n; e++) {
-        if (d->who.v[e] != CFG_NONE)
-            d->who.v[e] = old2new[d->who.v[e]];
-        if (d->callee.v[e] != CFG_NONE)
-            d->callee.v[e] = old2new[d->callee.v[e]];
+    for (size_t e = 0; e < d->deps.n; e++) {
+        nr_dep_t *x = &d->deps.v[e];
+        if (x->who != CFG_NONE && (x->who = old2new[x->who]) == CFG_NONE)
+            d->nstale++;
+        if (x->callee != CFG_NONE)
+            x->callee = old2new[x->callee];
     }
     for (size_t i = 0; i < on; i++)
         if (old2new[i] == CFG_NONE)
-            for (uint32_t e = old->head[i]; e != CFG_NONE; e = d->next.v[e])
-                if (d->who.v[e] != CFG_NONE)
-                    root[d->who.v[e]] = 1;
+            for (uint32_t e = old->head[i]; e != CFG_NONE; e = d->deps.v[e].next)
+                if (d->deps.v[e].who != CFG_NONE)
+                    root[d->deps.v[e].who] = 1;
     nr_index_t t = d->ix;
     d->ix = d->alt;
     d->alt = t;
@@ -468,15 +504,17 @@ nr_deps_update(cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
             continue;
         b->procs.v[j].nr_dirty = 0; /* (find_noreturn would clear it) */
         root[j] = 1;
-        for (uint32_t e = d->ix.head[j]; e != CFG_NONE; e = d->next.v[e])
-            if (d->who.v[e] != CFG_NONE)
-                root[d->who.v[e]] = 1;
+        for (uint32_t e = d->ix.head[j]; e != CFG_NONE; e = d->deps.v[e].next)
+            if (d->deps.v[e].who != CFG_NONE)
+                root[d->deps.v[e].who] = 1;
     }
     b->nr_dirty.n = 0;
     b->nr_dirty_lost = 0;
     for (size_t j = 0; j < n; j++)
         if (root[j])
             QP_CHECK(nr_deps_add(b, d, (uint32_t)j));
+    if (d->nstale > d->deps.n / 2)
+        nr_deps_compact(d);
     return 0;
 }
 
@@ -530,8 +568,8 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
          * from the queue's end down, to be unmarked after). */
         size_t nkept = 0;
         for (size_t k = 0; k < qt; k++)
-            for (uint32_t e = d->ix.head[queue[k]]; e != CFG_NONE; e = d->next.v[e]) {
-                uint32_t c = d->who.v[e];
+            for (uint32_t e = d->ix.head[queue[k]]; e != CFG_NONE; e = d->deps.v[e].next) {
+                uint32_t c = d->deps.v[e].who;
                 if (c == CFG_NONE || queued[c] || !nr_may_return(d, c))
                     continue;
                 queued[c] = 1; /* looked at */
@@ -583,8 +621,8 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
         d->ix.state[i] |= NR_MAY_RETURN;
         if (!restarted[i] && (rc = CFG_VEC_PUSH(now_returning, i)) < 0)
             goto out;
-        for (uint32_t e = d->ix.head[i]; e != CFG_NONE; e = d->next.v[e]) {
-            uint32_t c = d->who.v[e];
+        for (uint32_t e = d->ix.head[i]; e != CFG_NONE; e = d->deps.v[e].next) {
+            uint32_t c = d->deps.v[e].who;
             if (c != CFG_NONE && !queued[c] && !nr_may_return(d, c)) {
                 queued[c] = 1;
                 queue[qt] = c;
@@ -658,7 +696,7 @@ static int
 calls_marked(const cfg_nr_deps_t *d, uint32_t i)
 {
     for (uint32_t k = d->ix.fwd[i], end = k + d->ix.nfwd[i]; k < end; k++) {
-        uint32_t c = d->callee.v[k];
+        uint32_t c = d->deps.v[k].callee;
         if (c != CFG_NONE && (d->ix.state[c] & NR_MARKED))
             return 1;
     }
@@ -788,9 +826,9 @@ cfg_nr_noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret)
     for (size_t i = 0; i < n && rc >= 0; i++) {
         if (!d->restarted[i] || !(d->ix.state[i] & NR_MARKED))
             continue;
-        for (uint32_t e = d->ix.head[i]; e != CFG_NONE; e = d->next.v[e])
-            if (d->who.v[e] != CFG_NONE)
-                prune[d->who.v[e]] = 1;
+        for (uint32_t e = d->ix.head[i]; e != CFG_NONE; e = d->deps.v[e].next)
+            if (d->deps.v[e].who != CFG_NONE)
+                prune[d->deps.v[e].who] = 1;
     }
     nr_set_t set;
     nr_set_init(&set, noret);
