@@ -24,7 +24,8 @@
 /* A procedure's state in the analysis (nr_index_t.state). */
 enum {
     NR_MAY_RETURN = 1, /* the fixpoint's "may return" */
-    NR_MARKED = 2      /* CFG_PROC_NORETURN, as set_noreturn_mark last set it */
+    NR_MARKED = 2,     /* CFG_PROC_NORETURN, as set_noreturn_mark last set it */
+    NR_PENDING = 4     /* its dependencies to be added anew (nr_deps_pending) */
 };
 
 /* Per procedure, by its index in b->procs as it was when last brought up to date. */
@@ -398,7 +399,23 @@ nr_deps_compact(cfg_nr_deps_t *d)
     }
 }
 
-/* The dependencies of every procedure, in D (new). */
+/*
+ * Add procedure I's dependencies if they are pending. They are added just before the
+ * fixpoint first looks at it (every procedure whose dependencies are pending is on its
+ * worklist): its blocks and edges are then read twice in a row, not once each in two
+ * walks of all of them (chromium: a cache miss for most). Until then its old ones
+ * stand: they only make procedures be looked at that are on the worklist already.
+ */
+static int
+nr_deps_pending(const cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
+{
+    if (!(d->ix.state[i] & NR_PENDING))
+        return 0;
+    d->ix.state[i] &= (uint8_t)~NR_PENDING;
+    return nr_deps_add(b, d, i);
+}
+
+/* D (new) for every procedure, their dependencies pending. */
 static int
 nr_deps_collect(const cfg_builder_t *b, cfg_nr_deps_t *d)
 {
@@ -406,13 +423,11 @@ nr_deps_collect(const cfg_builder_t *b, cfg_nr_deps_t *d)
     QP_CHECK(nr_index_fit(&d->ix, n + 1));
     nr_index_read(b, &d->ix);
     for (size_t i = 0; i < n; i++) {
-        d->ix.state[i] = 0;
+        d->ix.state[i] = NR_PENDING;
         d->ix.head[i] = CFG_NONE;
         d->ix.fwd[i] = d->ix.nfwd[i] = 0;
     }
     nr_stamp(b, d);
-    for (size_t i = 0; i < n; i++)
-        QP_CHECK(nr_deps_add(b, d, (uint32_t)i));
     return 0;
 }
 
@@ -488,7 +503,7 @@ nr_deps_remap(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
  * Bring D up to date for an analysis that keeps what did not change: ROOT (zeroed,
  * b->procs.n bytes) gets 1 for every procedure whose "may return" must be looked at
  * again: those built again (or whose fragment mark changed) since, their callers, and
- * what nr_deps_remap finds. Their dependencies are added anew.
+ * what nr_deps_remap finds. Their dependencies are to be added anew (pending).
  */
 static int
 nr_deps_update(cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
@@ -512,9 +527,7 @@ nr_deps_update(cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
     b->nr_dirty_lost = 0;
     for (size_t j = 0; j < n; j++)
         if (root[j])
-            QP_CHECK(nr_deps_add(b, d, (uint32_t)j));
-    if (d->nstale > d->deps.n / 2)
-        nr_deps_compact(d);
+            d->ix.state[j] |= NR_PENDING;
     return 0;
 }
 
@@ -606,6 +619,8 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
         uint32_t i = queue[qh];
         qh = (qh + 1) % (n + 1);
         queued[i] = 0;
+        if ((rc = nr_deps_pending(b, d, i)) < 0)
+            goto out;
         if (nr_may_return(d, i))
             continue;
         cfg_bproc_t *bp = &b->procs.v[i];
@@ -638,6 +653,8 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
             set_noreturn_mark(b, d, (uint32_t)i);
     for (size_t k = 0; k < now_returning.n; k++)
         set_noreturn_mark(b, d, now_returning.v[k]);
+    if (d->nstale > d->deps.n / 2)
+        nr_deps_compact(d);
 out:
     CFG_VEC_FREE(now_returning);
     return rc;
