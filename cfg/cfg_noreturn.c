@@ -351,7 +351,7 @@ nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
     d->ix.nfwd[i] = 0;
     /* Room made by dropping the stale ones rather than by a larger array, when they
      * are many. */
-    if (d->deps.n + bp->edges.n > d->deps.cap && d->nstale >= d->deps.cap / 4)
+    if (d->deps.n + bp->edges.n > d->deps.cap && d->nstale > 0 && d->nstale >= d->deps.cap / 4)
         nr_deps_compact(d);
     size_t first = d->deps.n;
     for (size_t e = 0; e < bp->edges.n; e++) {
