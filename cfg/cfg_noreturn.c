@@ -337,8 +337,6 @@ proc_may_return(cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i, int alone)
     return 0;
 }
 
-static void nr_deps_compact(cfg_nr_deps_t *d);
-
 /* Add the dependencies of procedure I (its calls and tail calls) to D, those it had
  * made stale. */
 static int
@@ -348,11 +346,6 @@ nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
     for (uint32_t k = d->ix.fwd[i], end = k + d->ix.nfwd[i]; k < end; k++)
         d->deps.v[k].who = CFG_NONE;
     d->nstale += d->ix.nfwd[i];
-    d->ix.nfwd[i] = 0;
-    /* Room made by dropping the stale ones rather than by a larger array, when they
-     * are many. */
-    if (d->deps.n + bp->edges.n > d->deps.cap && d->nstale > 0 && d->nstale >= d->deps.cap / 4)
-        nr_deps_compact(d);
     size_t first = d->deps.n;
     for (size_t e = 0; e < bp->edges.n; e++) {
         const cfg_edge_t *ed = &bp->edges.v[e];
