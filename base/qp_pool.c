@@ -10,6 +10,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "arch/qp_err.h"
 #include "base/qp_pool.h"
@@ -19,7 +20,8 @@ typedef struct pool_run {
     qp_task_fn fn;              /* the work of one item */
     void *arg;                   /* FN's first argument */
     atomic_size_t next;          /* the first item not handed out */
-    atomic_int rc;               /* the first error, or 0 */
+    _Atomic uint64_t failed;     /* the lowest item that failed and its error
+                                  * (fail_key), or FAIL_NONE */
     void (*progress)(void *arg, size_t done); /* called by worker 0 between grains */
 } pool_run_t;
 
@@ -29,12 +31,37 @@ typedef struct pool_worker {
     pthread_t tid;
 } pool_worker_t;
 
+/*
+ * The error reported is the lowest failed item's, not the first in time: the one a run
+ * on one thread reports, for any number of threads. Items are handed out in order and a
+ * worker runs the rest of its grain unless one of them fails, so every item below one
+ * that failed has run. An item and its error are one word, lowered by compare-and-swap.
+ */
+#define FAIL_NONE UINT64_MAX
+
+static uint64_t
+fail_key(size_t k, int rc)
+{
+    uint64_t item = k < UINT32_MAX ? k : UINT32_MAX; /* (never so many items) */
+    return item << 32 | (uint32_t)rc;
+}
+
+/* Item K failed with RC: kept unless a lower item failed. */
+static void
+fail_item(pool_run_t *r, size_t k, int rc)
+{
+    uint64_t key = fail_key(k, rc);
+    uint64_t now = atomic_load(&r->failed);
+    while (key < now && !atomic_compare_exchange_weak(&r->failed, &now, key))
+        ;
+}
+
 static void *
 pool_work(void *p)
 {
     pool_worker_t *w = p;
     pool_run_t *r = w->run;
-    while (atomic_load_explicit(&r->rc, memory_order_relaxed) == 0) {
+    while (atomic_load_explicit(&r->failed, memory_order_relaxed) == FAIL_NONE) {
         size_t k = atomic_fetch_add_explicit(&r->next, r->grain, memory_order_relaxed);
         if (k >= r->n)
             break;
@@ -44,8 +71,7 @@ pool_work(void *p)
         for (; k < end; k++) {
             int rc = r->fn(r->arg, w->id, k);
             if (rc < 0) {
-                int zero = 0;
-                atomic_compare_exchange_strong(&r->rc, &zero, rc);
+                fail_item(r, k, rc);
                 break;
             }
         }
@@ -69,7 +95,7 @@ parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg
     pool_run_t r = { .n = n, .grain = grain ? grain : 1, .fn = fn, .arg = arg,
                      .progress = progress };
     atomic_init(&r.next, 0);
-    atomic_init(&r.rc, 0);
+    atomic_init(&r.failed, FAIL_NONE);
     pool_worker_t w[QP_MAX_THREADS];
     unsigned started = 1;
     /* More threads than grains would only wait; the caller takes the first grain, or
@@ -87,7 +113,8 @@ parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg
     pool_work(&w[0]);
     for (unsigned i = 1; i < started; i++)
         pthread_join(w[i].tid, NULL);
-    return atomic_load(&r.rc);
+    uint64_t failed = atomic_load(&r.failed);
+    return failed == FAIL_NONE ? 0 : (int)(int32_t)(uint32_t)failed;
 }
 
 int

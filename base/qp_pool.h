@@ -19,8 +19,9 @@ typedef int (*qp_task_fn)(void *arg, unsigned worker, size_t k);
  * Call FN(ARG, worker, k) once for every k in [0, N), on up to NTHREADS threads (at
  * most QP_MAX_THREADS; 0 or 1: on the caller's thread alone), GRAIN items at a time.
  * PROGRESS (or NULL) is called on the caller's thread with the items handed out so far.
- * After an error no more items are started. Returns 0, or an error FN returned
- * (QP_EINVAL when FN is NULL).
+ * After an error no more items are started. Returns 0, or the error FN returned for the
+ * lowest item that failed: every item below it has run, so it is the error a run on one
+ * thread returns, whatever the threads (QP_EINVAL when FN is NULL).
  */
 int qp_parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg,
                     void (*progress)(void *arg, size_t done));

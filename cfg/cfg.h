@@ -241,6 +241,26 @@ void cfg_image_destroy(cfg_image_t *img);
 void cfg_image_release_pages(const cfg_image_t *img);
 
 /*
+ * Has the file IMG was read from (cfg_image_open_bfd) changed since it was opened? ST is
+ * the file's state now (fstat of a descriptor opened since, or of the same path): 1
+ * when it is the same file (device, inode) with the same size and modification time as
+ * at the opening, else 0; 1 also for an image not read from a file.
+ */
+struct stat;
+int cfg_image_file_same(const cfg_image_t *img, const struct stat *st);
+
+/* Are A and B the states of the same file (device, inode) with the same size and
+ * modification time? 1 or 0. */
+int cfg_file_same(const struct stat *a, const struct stat *b);
+
+/*
+ * The path of the input file whose mapping (an image's, cfg_image_open_bfd) holds ADDR,
+ * or NULL. Async-signal-safe: for a SIGBUS handler, which a read of a page past the end
+ * of a file truncated under the process raises. The string is valid while the image is.
+ */
+const char *cfg_mapped_at(const void *addr);
+
+/*
  * Drop IMG's relative relocations (CFG_RELOC_RELATIVE: a PIE's pointers into itself,
  * chromium's 1.1 million, 44 MB) for a reader that only looks up the relocations of
  * symbols (cfg_image_reloc_at on a GOT slot, as qp's PLT stubs do). The others keep

@@ -44,6 +44,7 @@ typedef struct bfd_reader {
     bfd *abfd;             /* BFD handle */
     const uint8_t *map;    /* the whole file, read-only */
     size_t size;           /* its size */
+    struct stat st;        /* the file's state when it was opened (cfg_image_file_same) */
     line_state_t *lines;   /* created by the first cfg_image_line call */
 } bfd_reader_t;
 
@@ -61,6 +62,17 @@ lines_free(line_state_t *ls)
     free(ls);
 }
 
+/* Unmap R's file (open_mapped), forgotten by cfg_mapped_at first. */
+static void
+unmap(bfd_reader_t *r)
+{
+    if (r->map == NULL)
+        return;
+    cfg_mapped_remove(r->map);
+    munmap((void *)r->map, r->size);
+    r->map = NULL;
+}
+
 static void
 reader_close(cfg_image_priv_t *priv)
 {
@@ -70,8 +82,7 @@ reader_close(cfg_image_priv_t *priv)
     lines_free(r->lines);
     if (r->abfd != NULL)
         bfd_close(r->abfd);
-    if (r->map != NULL)
-        munmap((void *)r->map, r->size);
+    unmap(r);
     free(r);
     priv->reader = NULL;
 }
@@ -1016,8 +1027,7 @@ out:
         bfd_close(d.abfd);
     else if (fd >= 0)
         close(fd);
-    if (d.map != NULL)
-        munmap((void *)d.map, d.size);
+    unmap(&d);
     return rc < 0 ? rc : used;
 }
 
@@ -1186,6 +1196,7 @@ open_mapped(const char *path, bfd_reader_t *r, int *fd_out)
         return rc;
     }
     r->size = (size_t)st.st_size;
+    r->st = st;
     void *m = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) {
         close(fd);
@@ -1193,6 +1204,7 @@ open_mapped(const char *path, bfd_reader_t *r, int *fd_out)
         return QP_EIO;
     }
     r->map = m;
+    cfg_mapped_add(m, r->size, path);
     *fd_out = fd;
     return 0;
 }
@@ -1207,6 +1219,16 @@ cfg_image_release_pages(const cfg_image_t *img)
     /* A private read-only file mapping: dropped pages come back as the file's bytes. */
     if (r->map != NULL)
         (void)madvise((void *)r->map, r->size, MADV_DONTNEED);
+}
+
+int
+cfg_image_file_same(const cfg_image_t *img, const struct stat *st)
+{
+    const cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
+    if (priv == NULL || priv->close != reader_close || priv->reader == NULL || st == NULL)
+        return 1;
+    const bfd_reader_t *r = priv->reader;
+    return cfg_file_same(&r->st, st);
 }
 
 int

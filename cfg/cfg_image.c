@@ -262,15 +262,20 @@ bits_below(uint64_t w, uint64_t bit)
     return (uint32_t)((x * 0x0101010101010101ull) >> 56);
 }
 
+/* Does the frozen section F keep an instruction at byte OFF? */
+static inline int
+frozen_has(const dc_frozen_t *f, uint64_t off)
+{
+    return f->starts != NULL && (f->starts[off >> 6] >> (off & 63) & 1) != 0;
+}
+
 /* The frozen section F's instruction at byte OFF, or NULL when none is kept there. */
 static const dc_insn_t *
 frozen_at(const dc_frozen_t *f, uint64_t off)
 {
-    if (f->starts == NULL)
+    if (!frozen_has(f, off))
         return NULL;
     uint64_t w = f->starts[off >> 6], bit = (uint64_t)1 << (off & 63);
-    if (!(w & bit))
-        return NULL;
     return &f->insns[f->rank[off >> 6] + bits_below(w, bit)];
 }
 
@@ -457,6 +462,23 @@ cfg_image_decode_freeze(const cfg_image_t *img, unsigned nthreads)
         dc->chunks[i] = NULL;
     }
     dc->frozen = fz;
+}
+
+int
+cfg_image_decode_kept(const cfg_image_t *img, uint64_t addr)
+{
+    const cfg_image_priv_t *priv = img->priv;
+    const cfg_dcache_t *dc = atomic_load_explicit(&priv->dcache, memory_order_acquire);
+    const cfg_section_t *s = cfg_image_section_at(img, addr);
+    if (dc == NULL || s == NULL)
+        return 0;
+    size_t i = (size_t)(s - img->sections);
+    uint64_t off = addr - s->vma;
+    if (dc->frozen != NULL) /* (not frozen_at: the decode keeps it inlined) */
+        return frozen_has(&dc->frozen[i], off);
+    const _Atomic uint32_t *at = atomic_load_explicit(&dc->at[i], memory_order_acquire);
+    return at != NULL && at != &dc_not_kept
+        && atomic_load_explicit(&at[off], memory_order_acquire) != 0;
 }
 
 void

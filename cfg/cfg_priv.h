@@ -132,6 +132,15 @@ typedef struct cfg_image_priv {
     void *dwtypes;                              /* DWARF types (cfg_dwtype.c), or NULL */
 } cfg_image_priv_t;
 
+/* For tests: does IMG's cache of decoded instructions (cfg_image_decode), or what its
+ * freeze kept (cfg_image_decode_freeze), hold the instruction at ADDR? 1 or 0. */
+int cfg_image_decode_kept(const cfg_image_t *img, uint64_t addr);
+
+/* The mapping MAP of LEN bytes of the file PATH made known to cfg_mapped_at, and
+ * forgotten (before it is unmapped); cfg_mapped.c. */
+void cfg_mapped_add(const void *map, size_t len, const char *path);
+void cfg_mapped_remove(const void *map);
+
 /* Free cfg_image_priv_t.dwtypes. */
 void cfg_dwtypes_free(void *dwtypes);
 

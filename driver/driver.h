@@ -104,6 +104,8 @@ typedef struct drv_graph {
     uint64_t *last;          /* per block: address of its last instruction */
     uint64_t *last_target;   /* ... its direct target (jmp, jcc, call), else 0 */
     uint8_t *last_kind;      /* ... its arch_kind_t */
+    uint8_t *tests_status;   /* ... DRV_STATUS_*: a conditional branch on whether the
+                              * value a call just returned is zero (the estimate's) */
     uint8_t *live_in;        /* per block: flags live on entry (ARCH_FLAG_* bits) */
     uint8_t *live_out;       /* per block: flags live on exit */
     uint32_t *indeg, *outdeg;/* per node, X included */
@@ -126,6 +128,15 @@ typedef struct drv_graph {
     uint8_t *tree;           /* ... and its spanning tree (qp), or NULL */
     uint8_t tree_per_block;  /* ... which counts the blocks instead */
 } drv_graph_t;
+
+/* drv_graph_t.tests_status: a block entered from a call's return that tests an integer
+ * of at most 32 bits against zero (`test %eax,%eax`, `cmp $0,%al`) and ends in a branch
+ * on equality: taken when it is zero, or falling through when it is. */
+enum {
+    DRV_STATUS_NONE = 0,
+    DRV_STATUS_ZERO_TAKEN,
+    DRV_STATUS_ZERO_FALLS,
+};
 
 /* A positive return of drv_graph_build or drv_ops_t.place: the procedure is relocated
  * but not measured (the graph's or the driver's `why` says why). */

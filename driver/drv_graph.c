@@ -347,6 +347,51 @@ inc_writes_flags(const cfg_prog_t *prog)
         != isa->emit_counter_inc_at(0x1000, 0x2000, ARCH_INC_PLAIN, &dead, buf, sizeof(buf));
 }
 
+/* The operands of instruction I into *OPS. Returns 0, or -1 when they cannot be read. */
+static int
+insn_ops(const cfg_prog_t *prog, const arch_insn_t *i, arch_ops_t *ops)
+{
+    const arch_isa_t *isa = cfg_image_isa(prog->img);
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(prog->img, i->addr, &avail);
+    if (isa->decode_ops == NULL || p == NULL)
+        return -1;
+    return isa->decode_ops(p, avail < i->len ? avail : i->len, i->addr, ops) < 0 ? -1 : 0;
+}
+
+/*
+ * DRV_STATUS_*: does block B (entered from a call's return) begin by testing a value of
+ * at most 32 bits against zero and end in a branch on equality? Read with two operand
+ * decodes (the test, the branch), for blocks of that shape only.
+ */
+static uint8_t
+status_test(const cfg_prog_t *prog, const insn_list_t *b)
+{
+    const arch_insn_t *t = &b->v[0], *jcc = &b->v[b->n - 1];
+    /* Cheap filters before the decodes: a branch on ZF alone (equal or not), a short
+     * instruction setting it (test %eax,%eax: 2 bytes; cmp $0,%eax: 3). */
+    if (b->n < 2 || jcc->kind != ARCH_KIND_JCC || jcc->flags_read != ARCH_FLAG_ZF
+        || !(t->flags_written & ARCH_FLAG_ZF) || t->len > 3)
+        return DRV_STATUS_NONE;
+    for (size_t k = 1; k + 1 < b->n; k++)
+        if (b->v[k].flags_written != 0)
+            return DRV_STATUS_NONE; /* the branch tests something else */
+    arch_ops_t test, br;
+    if (insn_ops(prog, t, &test) < 0)
+        return DRV_STATUS_NONE;
+    int self_test = test.op == ARCH_OP_TEST && test.dst.kind == ARCH_OPND_REG
+        && test.src.kind == ARCH_OPND_REG && test.dst.reg == test.src.reg;
+    int cmp_zero = test.op == ARCH_OP_CMP && test.dst.kind == ARCH_OPND_REG
+        && test.src.kind == ARCH_OPND_IMM && test.src.imm == 0;
+    if (!(self_test || cmp_zero) || test.dst.size > 4)
+        return DRV_STATUS_NONE; /* a 64-bit value is more likely a pointer */
+    if (insn_ops(prog, jcc, &br) < 0)
+        return DRV_STATUS_NONE;
+    return br.cond == ARCH_COND_E    ? DRV_STATUS_ZERO_TAKEN
+        : br.cond == ARCH_COND_NE ? DRV_STATUS_ZERO_FALLS
+                                  : DRV_STATUS_NONE;
+}
+
 int
 drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *info,
                 drv_graph_t *g)
@@ -368,6 +413,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     g->last = calloc(nb + 1, sizeof(uint64_t));
     g->last_target = calloc(nb + 1, sizeof(uint64_t));
     g->last_kind = calloc(nb + 1, 1);
+    g->tests_status = calloc(nb + 1, 1);
     g->live_in = calloc(nb + 1, 1);
     g->live_out = calloc(nb + 1, 1);
     g->indeg = calloc(nb + 1, sizeof(uint32_t));
@@ -376,7 +422,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     g->block_at = calloc(nb + 1, sizeof(uint64_t));
     g->block_save = calloc(nb + 1, 1);
     if (!g->last || !g->last_target || !g->last_kind || !g->live_in || !g->live_out || !g->indeg || !g->outdeg || !g->block_counter
-        || !g->block_at || !g->block_save) {
+        || !g->block_at || !g->block_save || !g->tests_status) {
         rc = QP_ENOMEM;
         goto out;
     }
@@ -445,6 +491,14 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
             || last->kind == ARCH_KIND_CALL)
             g->last_target[i] = last->target;
     }
+    for (uint32_t e = 0; e < g->nedges; e++) { /* the statuses calls return */
+        uint32_t to = g->edges[e].to;
+        if (g->edges[e].kind == CFG_EDGE_CALLRET && to != X
+            && g->last_kind[to] == ARCH_KIND_JCC) {
+            insn_list_t b = block_insns(&l, to);
+            g->tests_status[to] = status_test(prog, &b);
+        }
+    }
     for (int changed = 1; changed;) {
         changed = 0;
         for (uint32_t i = nb; i-- > 0;) {
@@ -484,6 +538,7 @@ drv_graph_free(drv_graph_t *g)
     free(g->last);
     free(g->last_target);
     free(g->last_kind);
+    free(g->tests_status);
     free(g->live_in);
     free(g->live_out);
     free(g->indeg);

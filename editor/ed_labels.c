@@ -9,11 +9,13 @@
  * an array gets the new addresses instead, when it is proven to be nothing but the
  * dispatch targets of one moved procedure P:
  *   - it is a maximal run of aligned 8-byte words in read-only data (a section that is
- *     not writable, or .data.rel.ro*), each the address of a label of P: the start of a
- *     block that is the target of one of P's computed gotos (a CFG_EDGE_INDIRECT edge),
- *     or a case of a table of 8-byte absolute entries that retarget_tables leaves alone
- *     (in a PIE, or unbounded: the analysis takes `jmp *table(,%rax,8)` for a jump
- *     table, and a switch whose bound it cannot prove is the same thing);
+ *     not writable, or .data.rel.ro*, and that no other loaded section overlaps: which
+ *     bytes load there would not be known), each the address of a label of P: the
+ *     start of a block that is the target of one of P's computed gotos (a
+ *     CFG_EDGE_INDIRECT edge), or a case of a table of 8-byte absolute entries that
+ *     retarget_tables leaves alone (in a PIE, or unbounded: the analysis takes `jmp
+ *     *table(,%rax,8)` for a jump table, and a switch whose bound it cannot prove is
+ *     the same thing);
  *   - no data symbol says the array is larger or smaller (a symbol overlapping the run
  *     must cover exactly it), and none is global (another module could read it);
  *   - nothing in data points into it (no relocation's value, and in a program that is
@@ -50,17 +52,8 @@
  * (`jmp *table-8(,%rax,8)` when the first index is 1). */
 #define BEFORE 64
 
-typedef struct label {
-    uint64_t addr;  /* a block start that a computed goto of OWNER may jump to */
-    uint32_t owner; /* the moved procedure */
-} label_t;
-
-typedef struct run {
-    uint64_t lo, hi; /* [lo, hi): words, each a label of OWNER */
-    uint32_t owner;
-    uint32_t refs; /* references from OWNER's code */
-    int bad;       /* a reason not to touch it was found */
-} run_t;
+typedef edl_label_t label_t;
+typedef edl_run_t run_t;
 
 static int
 label_cmp(const void *a, const void *b)
@@ -194,8 +187,32 @@ collect_labels(const ed_plan_t *plan, label_t **out, size_t *n)
     return 0;
 }
 
+/* Is S a section whose bytes cfg_image_section_at may give (loaded, with bytes)? */
+static int
+loaded_bytes(const cfg_section_t *s)
+{
+    uint32_t need = CFG_SEC_ALLOC | CFG_SEC_LOAD;
+    return (s->flags & need) == need && s->size > 0 && s->bytes != NULL;
+}
+
+/* Does another section with loaded bytes share addresses with S? Then which bytes load
+ * there is not known (a malformed file), and cfg_image_section_at's search, which
+ * assumes they do not overlap, may give either section or none. */
+static int
+overlapped(const cfg_image_t *img, const cfg_section_t *s)
+{
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *t = &img->sections[i];
+        if (t != s && loaded_bytes(t) && t->vma < s->vma + s->size
+            && s->vma < t->vma + t->size)
+            return 1;
+    }
+    return 0;
+}
+
 /* Read-only data: loaded, not code, not writable but for .data.rel.ro (read-only once
- * relocated). The section holding [ADDR, ADDR + 8), or NULL. */
+ * relocated), overlapping no other section. The section holding [ADDR, ADDR + 8), or
+ * NULL. */
 static const cfg_section_t *
 rodata_at(const cfg_image_t *img, uint64_t addr)
 {
@@ -205,7 +222,8 @@ rodata_at(const cfg_image_t *img, uint64_t addr)
             continue;
         uint32_t need = CFG_SEC_ALLOC | CFG_SEC_LOAD;
         if ((s->flags & need) != need || (s->flags & CFG_SEC_CODE)
-            || ((s->flags & CFG_SEC_WRITE) && strncmp(s->name, ".data.rel.ro", 12) != 0))
+            || ((s->flags & CFG_SEC_WRITE) && strncmp(s->name, ".data.rel.ro", 12) != 0)
+            || overlapped(img, s))
             return NULL;
         return s;
     }
@@ -233,11 +251,10 @@ word_label(const cfg_image_t *img, int pie, const label_t *lab, size_t nlab, uin
     return label_owner(lab, nlab, w);
 }
 
-/* The runs of label words in read-only data (*OUT, *N, sorted). */
-static int
-find_runs(const cfg_prog_t *prog, const label_t *lab, size_t nlab, run_t **out, size_t *n)
+int
+edl_label_runs(
+    const cfg_image_t *img, const label_t *lab, size_t nlab, run_t **out, size_t *n)
 {
-    const cfg_image_t *img = prog->img;
     int pie = (img->flags & CFG_IMG_PIE) != 0;
     run_t *v = NULL;
     size_t k = 0, cap = 0;
@@ -249,6 +266,8 @@ find_runs(const cfg_prog_t *prog, const label_t *lab, size_t nlab, run_t **out, 
         const cfg_section_t *own = NULL; /* the section, when its words are the image's */
         if (!pie) {
             const cfg_section_t *s = &img->sections[si];
+            /* (rodata_at refuses a section another overlaps: the fast path below reads
+             * the section's own bytes, word_label the image's at each address.) */
             if (s->size < 8 || rodata_at(img, s->vma) != s)
                 continue;
             first = (s->vma + 7) & ~(uint64_t)7;
@@ -589,7 +608,7 @@ edl_retarget_labels(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     if (plan->isa->decode_ops == NULL && plan->isa->code_ref == NULL)
         return 0;
     QP_CHECK(collect_labels(plan, &lab, &nlab));
-    int rc = nlab > 0 ? find_runs(prog, lab, nlab, &run, &nrun) : 0;
+    int rc = nlab > 0 ? edl_label_runs(prog->img, lab, nlab, &run, &nrun) : 0;
     free(lab);
     if (rc == 0 && nrun > 0) {
         check_data(prog, run, nrun);

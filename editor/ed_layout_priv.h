@@ -269,6 +269,29 @@ edl_anchors_unpad(const ed_plan_t *plan, uint8_t *buf);
 
 /* ed_labels.c, for ed_layout.c */
 
+/* A label: an address a computed goto of a moved procedure may jump to. */
+typedef struct edl_label {
+    uint64_t addr;  /* a block start that a computed goto of OWNER may jump to */
+    uint32_t owner; /* the moved procedure */
+} edl_label_t;
+
+/* A run of label words in read-only data: a table of labels, maybe. */
+typedef struct edl_run {
+    uint64_t lo, hi; /* [lo, hi): words, each a label of OWNER */
+    uint32_t owner;
+    uint32_t refs; /* references from OWNER's code */
+    int bad;       /* a reason not to touch it was found */
+} edl_run_t;
+
+/*
+ * The runs of label words (the NLAB labels LAB, sorted by address) in IMG's read-only
+ * data, into *OUT (malloc'ed, sorted, not overlapping) and *N: in a PIE the words of
+ * RELATIVE relocations, else every aligned word. No word of a section that another
+ * loaded section overlaps is one. 0 or QP_ENOMEM.
+ */
+int edl_label_runs(const cfg_image_t *img, const edl_label_t *lab, size_t nlab,
+                   edl_run_t **out /*OUT*/, size_t *n /*OUT*/);
+
 /* Retarget the tables of label addresses that only computed gotos of one moved procedure
  * read (see there). 0 or QP_E*. */
 int edl_retarget_labels(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);

@@ -141,6 +141,9 @@ elfw_scn_name(const elfw_ctx_t *c, size_t ndx)
  * Reading the input
  */
 
+/* The message of an input that is not the file analysed, or changed since. */
+static const char elfw_input_changed[] = "input changed while it was rewritten";
+
 static int
 elfw_read_input(elfw_ctx_t *c)
 {
@@ -151,46 +154,31 @@ elfw_read_input(elfw_ctx_t *c)
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return elfw_fail_errno(c, "cannot open", path);
-    if (fstat(fd, &c->in_st) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
+    c->in_fd = fd; /* closed by elfw_ctx_free */
+    if (fstat(fd, &c->in_st) != 0)
         return elfw_fail_errno(c, "cannot read", path);
-    }
-    if (S_ISDIR(c->in_st.st_mode)) {
-        close(fd);
+    if (S_ISDIR(c->in_st.st_mode))
         return elfw_fail(c, QP_EDIR, "is a directory");
-    }
-    if (!S_ISREG(c->in_st.st_mode)) {
-        close(fd);
+    if (!S_ISREG(c->in_st.st_mode))
         return elfw_fail(c, QP_EINVAL, "not a regular file");
-    }
-    if ((uint64_t)c->in_st.st_size > SIZE_MAX / 2) {
-        close(fd);
+    if (!cfg_image_file_same(c->req->analysed, &c->in_st))
+        return elfw_fail(c, QP_EIO, "%s", elfw_input_changed);
+    if ((uint64_t)c->in_st.st_size > SIZE_MAX / 2)
         return elfw_fail(c, QP_ENOMEM, "file too large");
-    }
     c->insize = (size_t)c->in_st.st_size;
     c->img = malloc(c->insize > 0 ? c->insize : 1);
-    if (c->img == NULL) {
-        close(fd);
+    if (c->img == NULL)
         return elfw_fail(c, QP_ENOMEM, "out of memory");
-    }
     while (done < c->insize) {
         ssize_t n = pread(fd, c->img + done, c->insize - done, (off_t)done);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0) {
-            int e = n < 0 ? errno : EIO;
-            close(fd);
-            errno = e;
-            if (n == 0)
-                return elfw_fail(
-                    c, QP_EIO, "cannot read %s: file shrank while reading", path);
+        if (n == 0)
+            return elfw_fail(c, QP_EIO, "%s", elfw_input_changed); /* it shrank */
+        if (n < 0)
             return elfw_fail_errno(c, "cannot read", path);
-        }
         done += (size_t)n;
     }
-    close(fd);
     return 0;
 }
 
@@ -760,6 +748,10 @@ elfw_write_output(elfw_ctx_t *c)
         return elfw_fail_errno(c, "cannot write", out);
     }
     c->out_fd = -1;
+    /* The last moment to refuse an input that changed since it was read. */
+    struct stat now;
+    if (fstat(c->in_fd, &now) != 0 || !cfg_file_same(&c->in_st, &now))
+        return elfw_fail(c, QP_EIO, "%s", elfw_input_changed);
     if (rename(c->tmp, out) != 0)
         return elfw_fail_errno(c, "cannot write", out);
     elfw_tell_tmp(c, NULL);
@@ -823,6 +815,8 @@ elfw_ctx_free(elfw_ctx_t *c)
 
     if (c->out_fd >= 0)
         close(c->out_fd);
+    if (c->in_fd >= 0)
+        close(c->in_fd);
     if (c->tmp != NULL) {
         unlink(c->tmp);
         elfw_tell_tmp(c, NULL);
@@ -861,6 +855,7 @@ elfw_write(const elfw_request_t *req, char *err, size_t errlen)
     c.err = err;
     c.errlen = errlen;
     c.out_fd = -1;
+    c.in_fd = -1;
     if (strcmp(req->input, req->output) == 0) {
         rc = elfw_fail(&c, QP_EINVAL, "output %s is the input file", req->output);
         return rc;

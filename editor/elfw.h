@@ -85,6 +85,9 @@ typedef struct elfw_request {
                                    * .eh_frame replaces them (gdb reads that name) */
     uint64_t entry;               /* new e_entry, or 0 to keep the input's */
     const struct elfw_tmp_hook *tmp_hook; /* told about the temporary file, or NULL */
+    const struct cfg_image *analysed; /* the image of the input the request was made
+                                   * from, or NULL: the input read must be that file
+                                   * unchanged since (cfg_image_file_same) */
     int *phdr_far;                /* OUT (or NULL): 1 when the moved program header
                                    * table is where only Linux >= 5.18 finds it (see
                                    * elfw_layout), else 0 */
@@ -98,7 +101,10 @@ typedef struct elfw_request {
  * without the set-user-ID and set-group-ID bits (an instrumented program is not the
  * audited one: making it privileged again is the user's deliberate chmod), is written to
  * a temporary file in the same directory and renamed over OUTPUT only when complete; an
- * existing OUTPUT that is not a regular file (a device, FIFO, socket) is never replaced; the same request gives byte-identical output. On failure nothing is left
+ * existing OUTPUT that is not a regular file (a device, FIFO, socket) is never replaced; the same request gives byte-identical output.
+ * An input that changed while it was rewritten (not the file REQ->analysed was read
+ * from, or changed since; or changed before the output is renamed) fails with QP_EIO
+ * ("input changed while it was rewritten"). On failure nothing is left
  * behind and ERR (ERRLEN bytes) holds one line saying why; returns 0, QP_EIO (errno
  * kept), QP_EFORMAT, QP_EUNSUPP or QP_ENOMEM; also QP_EINVAL for a bad request (OUTPUT
  * is the input or exists and is not a regular file, a W+X region, a region below the last segment's page, a patch outside
@@ -228,7 +234,9 @@ typedef struct elfw_rewrite_opts {
     void *phase_arg;
     unsigned threads;  /* 2 or more: the measurement description (elfw_instr_t.describe)
                         * is made on another thread while this one builds the unwind
-                        * tables (0, 1: one after the other); the output is the same */
+                        * tables (0, 1: one after the other, the description not made
+                        * when the tables failed); the output is the same, and a
+                        * failure of the tables is the rewrite's error either way */
 } elfw_rewrite_opts_t;
 
 /*

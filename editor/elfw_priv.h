@@ -80,6 +80,7 @@ typedef struct elfw_ctx {
     char *err;                 /* the caller's message buffer */
     size_t errlen;             /* its size */
     struct stat in_st;         /* the input's inode and mode */
+    int in_fd;                 /* the input, open until the output is renamed, or -1 */
     uint8_t *img;              /* the input's bytes, then patched */
     size_t insize;             /* their number */
     Elf *in;                   /* libelf's view of img */

@@ -8,6 +8,7 @@
  * No libelf here: this file only assembles the request.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -583,15 +584,15 @@ typedef struct unwind_job {
     char *err;               /* the message of a failure (ERRLEN bytes) */
     size_t errlen;
     int rc;                  /* 0, or the QP_E* code of a failure */
+    atomic_int failed;       /* set once rc is a failure (read by the description) */
     uint64_t at;             /* where the new tables went (0: over the input's) */
     uint64_t in_place;       /* the bytes of .eh_frame written over the input's */
 } unwind_job_t;
 
-/* Build the unwind_job_t ARG's tables (qp_parallel_for_beside's serial step). */
-static void
-unwind_beside(void *arg)
+/* Build J's tables: 0, or the QP_E* code of a failure with J's message. */
+static int
+unwind_build(unwind_job_t *j)
 {
-    unwind_job_t *j = arg;
     ed_unwind_out_t *u = j->out;
     /* Unwind tables: their size does not depend on where they go; build once to size
      * them, then again at their address. All FDEs go into the new table, so that it can
@@ -603,8 +604,7 @@ unwind_beside(void *arg)
     int rc = ed_unwind_build_ex(j->img, &um, 0, uflags, u);
     if (rc < 0) {
         unwind_fail(j->err, j->errlen, rc, u, j->fail);
-        j->rc = rc;
-        return;
+        return rc;
     }
     const cfg_section_t *old_eh = NULL, *old_hdr = NULL;
     /* Not when the new search table still points into the old .eh_frame (FDEs of code
@@ -626,8 +626,7 @@ unwind_beside(void *arg)
                               old_hdr->size);
         if (rc < 0) {
             unwind_fail(j->err, j->errlen, rc, u, j->fail);
-            j->rc = rc;
-            return;
+            return rc;
         }
         j->in_place = u->eh_frame_size;
     } else if (u->size > 0) {
@@ -645,11 +644,20 @@ unwind_beside(void *arg)
             rc = ed_image_ops.write(j->im, j->at, u->data, u->size);
         if (rc < 0) {
             unwind_fail(j->err, j->errlen, rc, u, j->fail);
-            j->rc = rc;
-            return;
+            return rc;
         }
     }
-    j->rc = 0;
+    return 0;
+}
+
+/* Build the unwind_job_t ARG's tables (qp_parallel_for_beside's serial step). */
+static void
+unwind_beside(void *arg)
+{
+    unwind_job_t *j = arg;
+    j->rc = unwind_build(j);
+    if (j->rc < 0)
+        atomic_store(&j->failed, 1);
 }
 
 /* The measurement description of a rewrite (elfw_instr_t.describe). */
@@ -661,15 +669,20 @@ typedef struct describe_job {
     size_t len;                /* its bytes */
     uint64_t id;               /* its id */
     int rc;                    /* 0, or the QP_E* code of a failure */
+    const atomic_int *unwind_failed; /* the unwind tables failed: the rewrite does */
 } describe_job_t;
 
-/* qp_task_fn: make the description of the describe_job_t ARG (its one item). */
+/* qp_task_fn: make the description of the describe_job_t ARG (its one item), unless the
+ * unwind tables have failed already (always seen on one thread, which builds them
+ * first: the description's work would be thrown away). */
 static int
 describe_item(void *arg, unsigned worker, size_t k)
 {
     (void)worker;
     (void)k;
     describe_job_t *j = arg;
+    if (atomic_load(j->unwind_failed))
+        return 0;
     j->rc = j->instr->describe(j->instr->arg, j->plan, j->counters, &j->desc, &j->len, &j->id);
     return j->rc;
 }
@@ -727,9 +740,12 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     phase(opts, "relocated (plan applied)");
     /* The description (on another thread when there are two) beside the unwind
      * tables: each reads the plan and the input, neither writes what the other reads,
-     * and the unwind tables alone write into the image. */
-    unwind_job_t uj = { prog->img, plan, im, &unw, &stats->unwind_fail, err, errlen, 0, 0, 0 };
-    describe_job_t dj = { instr, plan, runtime_counters(&rr), NULL, 0, 0, 0 };
+     * and the unwind tables alone write into the image. Both are done when the pool
+     * returns (its threads joined); when the unwind tables fail, their error is the
+     * rewrite's (the description's, if it failed too, is not), its description freed. */
+    unwind_job_t uj
+        = { prog->img, plan, im, &unw, &stats->unwind_fail, err, errlen, 0, 0, 0, 0 };
+    describe_job_t dj = { instr, plan, runtime_counters(&rr), NULL, 0, 0, 0, &uj.failed };
     if (instr != NULL)
         qp_parallel_for_beside(opts->threads > 1 ? 2 : 1, 1, 1, describe_item, &dj,
                                unwind_beside, &uj); /* (describe_item's error is in dj) */
@@ -739,7 +755,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     rr.desc_len = dj.len;
     rr.desc_id = dj.id;
     if ((rc = uj.rc) < 0)
-        goto out;
+        goto out; /* (rr.desc freed there) */
     if ((rc = dj.rc) < 0) {
         fail(err, errlen, rc, "measurement description");
         goto out;
@@ -872,6 +888,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         .rename_old_unwind = unw.size != 0 && in_place == 0,
         .entry = instr != NULL && !shlib ? rr.rt + QPRT_START_OFF : 0,
         .tmp_hook = opts->tmp_hook,
+        .analysed = prog->img,
         .phdr_far = &stats->phdr_far,
     };
     phase(opts, "debug information");

@@ -221,6 +221,12 @@ qpt_set_debug_dirs(const char *dirs)
     return qpt_public_rc(cfg_set_debug_dirs(dirs));
 }
 
+const char *
+qpt_mapped_input_at(const void *addr)
+{
+    return cfg_mapped_at(addr);
+}
+
 void
 qpt_rewrite_on_progress(qpt_rewrite_t *r, qpt_rewrite_progress_fn fn, void *arg)
 {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cfg/cfg.h"
+#include "cfg/cfg_priv.h"
 
 static const cfg_edge_t *
 find_edge(const cfg_prog_t *prog, const cfg_block_t *b, int kind)
@@ -559,8 +560,9 @@ END_TEST
 START_TEST(test_cfg_decode_frozen_pieces)
 {
     /* Frozen on several threads, a section of several pieces (bash's .text: 256 KiB
-     * each) keeps every instruction the cache took, and decodes at every byte as an
-     * image never frozen. */
+     * each) keeps every instruction the cache took - each start of the serial decode
+     * before the freeze, and no other - and decodes at every byte as an image never
+     * frozen. */
     const char *path = "/usr/bin/bash";
     cfg_image_t *img = NULL, *fresh = NULL;
     if (access(path, R_OK) != 0 || cfg_image_open_bfd(path, &img) != 0)
@@ -569,18 +571,40 @@ START_TEST(test_cfg_decode_frozen_pieces)
     const cfg_section_t *text = cfg_image_section_named(img, ".text");
     ck_assert_ptr_nonnull(text);
     ck_assert_uint_gt(text->size, 2 << 18); /* three pieces or more */
-    /* Every instruction of a linear sweep in the cache, and one at every 7th byte. */
+    /* Every instruction of a linear sweep in the cache, and one at every 7th byte: the
+     * starts decoded, a bit a byte. */
+    uint8_t *decoded = calloc(text->size, 1);
+    ck_assert_ptr_nonnull(decoded);
     for (uint64_t a = text->vma; a < text->vma + text->size;) {
         arch_insn_t in;
-        a += cfg_image_decode(img, a, 0, &in) == 0 ? in.len : 1;
+        int ok = cfg_image_decode(img, a, 0, &in) == 0;
+        decoded[a - text->vma] |= ok;
+        a += ok ? in.len : 1;
     }
     for (uint64_t a = text->vma; a < text->vma + text->size; a += 7) {
         arch_insn_t in;
-        (void)cfg_image_decode(img, a, 0, &in);
+        decoded[a - text->vma] |= cfg_image_decode(img, a, 0, &in) == 0;
+    }
+    size_t nstarts = 0, nkept = 0, last_piece = 0;
+    for (uint64_t off = 0; off < text->size; off++) {
+        ck_assert_int_eq(cfg_image_decode_kept(img, text->vma + off), decoded[off]);
+        nstarts += decoded[off];
     }
     cfg_image_decode_freeze(img, 3);
+    for (uint64_t off = 0; off < text->size; off++) {
+        int kept = cfg_image_decode_kept(img, text->vma + off);
+        ck_assert_msg(kept == decoded[off], "0x%llx: %s after the freeze",
+                      (unsigned long long)(text->vma + off), kept ? "kept" : "not kept");
+        nkept += kept;
+        if (kept && off >= ((text->size - 1) & ~(uint64_t)((64 << 12) - 1)))
+            last_piece++;
+    }
+    ck_assert_uint_eq(nkept, nstarts);
+    ck_assert_uint_gt(nstarts, text->size / 8);
+    ck_assert_uint_gt(last_piece, 0); /* the last, shorter piece too */
     for (uint64_t a = text->vma; a < text->vma + text->size; a++)
         same_decode(fresh, img, a, 0);
+    free(decoded);
     cfg_image_destroy(img);
     cfg_image_destroy(fresh);
 }

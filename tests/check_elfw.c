@@ -1098,6 +1098,95 @@ expect_failure(elfw_request_t *req, int want_rc, const char *want_text)
     free(after);
 }
 
+/* What the description of test_elfw_rewrite_unwind_fail_described did. */
+typedef struct described {
+    int calls;   /* how many times it was asked */
+    int rc;      /* what it returns: 0 (a description) or a failure */
+} described_t;
+
+/* elfw_instr_t.describe for that test: a few bytes, or ARG's failure. */
+static int
+describe_stub(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **desc,
+              size_t *len, uint64_t *id)
+{
+    (void)plan;
+    (void)counters;
+    described_t *d = arg;
+    __atomic_fetch_add(&d->calls, 1, __ATOMIC_SEQ_CST);
+    if (d->rc < 0)
+        return d->rc;
+    *desc = calloc(1, 64);
+    *len = 64;
+    *id = 42;
+    return *desc != NULL ? 0 : QP_ENOMEM;
+}
+
+/* The threads of this process (/proc/self/task). */
+static int
+count_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/*
+ * The measurement description is made beside the unwind tables (on a thread of its own
+ * with two --threads). When the tables fail (eh_asm's asm_big in stretch mode, as in
+ * test_elfw_rewrite_names_failed_fde), the rewrite fails with their error, whether the
+ * description was made or failed too; nothing is written, no thread is left behind; on
+ * one thread, which builds the tables first, the description is not made at all.
+ */
+START_TEST(test_elfw_rewrite_unwind_fail_described)
+{
+    char in[512], out[512], err[512];
+    path_of(in, sizeof(in), "eh_asm");
+    path_of(out, sizeof(out), "eh_asm.out");
+    const char *name = "test_elfw_rewrite_unwind_fail_described";
+    if (!compile_or_skip(name, "g++", "eh_asm.cc", in))
+        return;
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(in, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    unlink(out);
+    int threads0 = count_threads();
+    for (unsigned threads = 1; threads <= 2; threads++)
+        for (int describe_rc = 0; describe_rc >= QP_EBUG; describe_rc += QP_EBUG) {
+            ed_opts_t eo = { 0 };
+            eo.stretch = 1;
+            ed_plan_t *plan = NULL;
+            ck_assert_int_eq(ed_plan_create(prog, &eo, &plan), 0);
+            described_t d = { 0, describe_rc };
+            elfw_instr_t instr = { .ncounters = 1, .describe = describe_stub, .arg = &d };
+            elfw_rewrite_opts_t wo = { 0 };
+            wo.threads = threads;
+            elfw_rewrite_stats_t st;
+            int rc
+                = elfw_rewrite(prog, plan, &instr, in, out, &wo, &st, err, sizeof(err));
+            ck_assert_msg(rc == QP_ERANGE, "threads %u: %d %s", threads, rc, err);
+            ck_assert_msg(strstr(err, "cannot be rewritten") != NULL, "threads %u: %s",
+                          threads, err);
+            assert_one_line(err);
+            ck_assert_uint_ne(st.unwind_fail.lo, 0);
+            ck_assert_int_ne(access(out, F_OK), 0);
+            assert_no_leftovers();
+            ck_assert_int_eq(count_threads(), threads0);
+            if (threads == 1)
+                ck_assert_int_eq(d.calls, 0);
+            else
+                ck_assert_int_le(d.calls, 1);
+            ed_plan_destroy(plan);
+        }
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 /*
  * elfw_rewrite names an FDE of moved code whose tables the new layout cannot hold (in
  * tests/progs/eh_asm.cc, asm_big's LSDA has 2-byte call-site fields, which overflow in
@@ -1484,6 +1573,7 @@ elfw_suite(void)
     tc = tcase_create("errors");
     tcase_add_test(tc, test_elfw_errors);
     tcase_add_test(tc, test_elfw_rewrite_names_failed_fde);
+    tcase_add_test(tc, test_elfw_rewrite_unwind_fail_described);
     tcase_add_test(tc, test_elfw_fall_stub);
     tcase_add_test(tc, test_elfw_image_bytes);
     tcase_set_timeout(tc, 60);

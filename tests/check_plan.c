@@ -9,7 +9,8 @@
  * slots collected in parts on the pool and joined in procedure order: the same plan
  * from parts of one procedure each as from the default parts (tests/threads.sh cannot
  * see a join that drops or reorders parts: the parts are cut by instructions, not by
- * threads).
+ * threads); the runs of label words (edl_label_runs) where sections overlap; the
+ * pool's error: the lowest failed item's, for any number of threads.
  */
 #include "config.h"
 
@@ -26,6 +27,7 @@
 #include "base/qp_pool.h"
 #include "editor/ed.h"
 
+#include "cfg/cfg_priv.h"
 #include "editor/ed_layout_priv.h"
 
 /* Does another of the N tables share bytes with table T (the definition)? */
@@ -72,6 +74,157 @@ START_TEST(test_plan_tables_alone)
                           && plan.table_by_jump[i - 1] < plan.table_by_jump[i]));
         free(plan.table_by_jump);
         free(plan.table_alone);
+    }
+}
+END_TEST
+
+/*
+ * An image of read-only data sections (N of them, V; their bytes stay the caller's),
+ * non-PIE or, with NREL relocations REL, a PIE.
+ */
+static cfg_image_t *
+data_image(const cfg_section_t *v, size_t n, const cfg_reloc_t *rel, size_t nrel)
+{
+    cfg_image_t *img = cfg_image_alloc();
+    ck_assert_ptr_nonnull(img);
+    img->sections = calloc(n, sizeof(*v));
+    ck_assert_ptr_nonnull(img->sections);
+    memcpy(img->sections, v, n * sizeof(*v));
+    img->nsections = n;
+    if (nrel > 0) {
+        img->flags |= CFG_IMG_PIE;
+        img->relocs = calloc(nrel, sizeof(*rel));
+        ck_assert_ptr_nonnull(img->relocs);
+        memcpy(img->relocs, rel, nrel * sizeof(*rel));
+        img->nrelocs = nrel;
+    }
+    ck_assert_int_eq(cfg_image_finish(img), 0);
+    return img;
+}
+
+/*
+ * edl_label_runs on sections that overlap (a malformed file): which bytes load there is
+ * not known, and cfg_image_section_at's search assumes no overlap, so no word of them
+ * makes a run; the section beside them still gives its one. Each layout, with the
+ * overlapping pair in either order and as a PIE: before, the pair's words (read from
+ * either section's bytes, the fast path's own or the search's) made runs too.
+ */
+START_TEST(test_plan_label_runs_overlap)
+{
+    enum { WORDS = 32, LO = 0x10000, A = 0x20000 };
+    static const edl_label_t lab[] = { { 0x1000, 1 }, { 0x1010, 1 }, { 0x1020, 1 } };
+    static uint64_t alone[WORDS], a[WORDS], b[WORDS];
+    for (size_t i = 0; i < WORDS; i++) {
+        alone[i] = i < 8 ? lab[i % 3].addr : 0;
+        a[i] = lab[i % 3].addr;
+        b[i] = i % 2 ? lab[(i + 1) % 3].addr : 0;
+    }
+    const uint32_t ro = CFG_SEC_ALLOC | CFG_SEC_LOAD;
+    /* The other section overlaps the middle, the start or the end of A, or all of it. */
+    static const uint64_t b_at[] = { A + 0x40, A - 0x40, A + 0xc0, A };
+    for (size_t layout = 0; layout < 4 * 2 * 2; layout++) {
+        size_t where = layout / 4, swap = layout % 2, pie = layout / 2 % 2;
+        cfg_section_t sec[3] = {
+            { ".rodata", LO, sizeof(alone), 0, (const uint8_t *)alone, ro },
+            { ".rodata.a", A, sizeof(a), 0, (const uint8_t *)a, ro },
+            { ".rodata.b", b_at[where % 4], where % 4 == 0 ? 0x40 : sizeof(b), 0,
+              (const uint8_t *)b, ro },
+        };
+        if (swap) {
+            cfg_section_t t = sec[1];
+            sec[1] = sec[2];
+            sec[2] = t;
+        }
+        /* A PIE's candidate words are its RELATIVE relocations: every word of them. */
+        cfg_reloc_t rel[3 * WORDS];
+        size_t nrel = 0;
+        for (size_t k = 0; k < 3 && pie; k++)
+            for (uint64_t off = 0; off + 8 <= sec[k].size; off += 8) {
+                uint64_t w;
+                memcpy(&w, sec[k].bytes + off, 8);
+                if (w != 0)
+                    rel[nrel++] = (cfg_reloc_t) { .where = sec[k].vma + off, .value = w,
+                                                  .kind = CFG_RELOC_RELATIVE };
+            }
+        cfg_image_t *img = data_image(sec, 3, rel, nrel);
+        edl_run_t *run = NULL;
+        size_t nrun = 0;
+        ck_assert_int_eq(edl_label_runs(img, lab, 3, &run, &nrun), 0);
+        ck_assert_msg(nrun == 1, "layout %zu: %zu runs", layout, nrun);
+        ck_assert_uint_eq(run[0].lo, LO);
+        ck_assert_uint_eq(run[0].hi, LO + 8 * 8);
+        ck_assert_uint_eq(run[0].owner, 1);
+        free(run);
+        cfg_image_destroy(img);
+    }
+}
+END_TEST
+
+/* The state of test_plan_pool_lowest_error: which items fail, with which error. */
+enum { FAIL_ITEMS = 200, FAIL_LOW = 10, FAIL_HIGH = 11 };
+typedef struct failing {
+    int err[FAIL_ITEMS];        /* per item: 0, or the error it returns */
+    unsigned spin[FAIL_ITEMS];  /* per item: how long it works first */
+    int wait_high;              /* FAIL_LOW fails only once FAIL_HIGH has (threads > 1) */
+    atomic_int high_failed;     /* FAIL_HIGH has returned its error */
+    atomic_int ran[FAIL_ITEMS]; /* per item: how many times it ran */
+} failing_t;
+
+static int
+fail_some(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    failing_t *f = arg;
+    atomic_fetch_add(&f->ran[k], 1);
+    for (volatile unsigned i = 0; i < f->spin[k]; i++)
+        ;
+    if (k == FAIL_LOW && f->wait_high) /* (at most 5 s: a failure then says so) */
+        for (int i = 0; i < 5000 && !atomic_load(&f->high_failed); i++)
+            usleep(1000);
+    if (k == FAIL_HIGH)
+        atomic_store(&f->high_failed, 1);
+    return f->err[k];
+}
+
+/*
+ * The pool reports the error of the lowest item that failed - the one a run on one
+ * thread reports - not the first in time: the layout's parts are procedures in order,
+ * so --threads never changes which error a rewrite reports. Item 11 fails while item
+ * 10, on another thread, is still working and then fails (before: item 11's error);
+ * then random failures, work and grains on 1 to 4 threads: the lowest failing item's
+ * error, and every item below it ran once.
+ */
+START_TEST(test_plan_pool_lowest_error)
+{
+    static failing_t f;
+    for (unsigned threads = 2; threads <= 4; threads++) {
+        memset(&f, 0, sizeof(f));
+        f.err[FAIL_LOW] = QP_EDECODE;
+        f.err[FAIL_HIGH] = QP_ERANGE;
+        f.wait_high = 1;
+        ck_assert_int_eq(qp_parallel_for(threads, FAIL_ITEMS, 1, fail_some, &f, NULL),
+                         QP_EDECODE);
+        ck_assert_int_eq(atomic_load(&f.high_failed), 1);
+    }
+    static const int codes[] = { QP_EDECODE, QP_ERANGE, QP_ENOMEM, QP_EBUG, QP_EFORMAT };
+    unsigned seed = 4242;
+    for (int round = 0; round < 200; round++) {
+        memset(&f, 0, sizeof(f));
+        size_t lowest = FAIL_ITEMS;
+        for (size_t k = 0; k < FAIL_ITEMS; k++) {
+            seed = seed * 1103515245u + 12345u;
+            f.spin[k] = (seed >> 8) % 20000;
+            if ((seed >> 20) % 25 == 0) {
+                f.err[k] = codes[(seed >> 12) % 5];
+                lowest = lowest < k ? lowest : k;
+            }
+        }
+        unsigned threads = 1 + round % 4;
+        size_t grain = 1 + (size_t)(round / 4) % 5;
+        int rc = qp_parallel_for(threads, FAIL_ITEMS, grain, fail_some, &f, NULL);
+        ck_assert_int_eq(rc, lowest < FAIL_ITEMS ? f.err[lowest] : 0);
+        for (size_t k = 0; k <= lowest && k < FAIL_ITEMS; k++)
+            ck_assert_int_eq(atomic_load(&f.ran[k]), 1);
     }
 }
 END_TEST
@@ -295,6 +448,8 @@ plan_suite(void)
     tcase_add_test(tc, test_plan_tables_alone);
     tcase_add_test(tc, test_plan_pool_beside);
     tcase_add_test(tc, test_plan_pool_beside_one);
+    tcase_add_test(tc, test_plan_label_runs_overlap);
+    tcase_add_test(tc, test_plan_pool_lowest_error);
     suite_add_tcase(s, tc);
     TCase *lay = tcase_create("layout");
     tcase_set_timeout(lay, 120);

@@ -13,6 +13,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +149,8 @@ on_text(void *arg, const char *text)
 
 /*
  * The temporary output, removed when SIGINT, SIGTERM or SIGHUP ends the rewrite (a cc1
- * rewrite leaves 150 MB otherwise). The handler uses only unlink and raise.
+ * rewrite leaves 150 MB otherwise), or a SIGBUS says the input was truncated. The
+ * handlers use only async-signal-safe calls (unlink, raise, write, _exit).
  */
 static char tmp_path[PATH_MAX];
 static volatile sig_atomic_t tmp_live;
@@ -162,6 +164,51 @@ on_tmp(void *arg, const char *tmp)
         memcpy(tmp_path, tmp, strlen(tmp) + 1);
         tmp_live = 1;
     }
+    if (tmp != NULL)
+        tool_test_stop("temporary output");
+}
+
+/*
+ * A SIGBUS at an address of a mapped input: the file was truncated while it was
+ * rewritten (the library reads it through a mapping, whose pages past the new end fault;
+ * other changes are caught before the output is renamed). One line, the temporary
+ * output removed, exit status 1, from whichever thread faulted first (others that fault
+ * wait for it). Any other SIGBUS is a bug: it takes its default action.
+ */
+static void
+on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    const char *input = si->si_code > 0 ? qpt_mapped_input_at(si->si_addr) : NULL;
+    if (input == NULL) {
+        signal(sig, SIG_DFL);
+        if (si->si_code <= 0)
+            raise(sig); /* sent: the fault would not come again */
+        return;         /* the faulting instruction runs again, without the handler */
+    }
+    static atomic_flag ending = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&ending))
+        for (;;)
+            pause(); /* another thread faulted too: its _exit ends this one */
+    if (tmp_live)
+        unlink(tmp_path);
+    static const char why[] = ": input changed while it was rewritten\n";
+    char line[PATH_MAX + 128];
+    size_t n = 0, len;
+    if (show_progress) /* the progress line goes first */
+        memcpy(line, "\r\033[K", n = 4);
+    len = strlen(prog_name);
+    memcpy(line + n, prog_name, len);
+    n += len;
+    line[n++] = ':';
+    line[n++] = ' ';
+    len = strlen(input) < PATH_MAX ? strlen(input) : PATH_MAX;
+    memcpy(line + n, input, len);
+    n += len;
+    memcpy(line + n, why, sizeof(why) - 1);
+    n += sizeof(why) - 1;
+    (void)!write(STDERR_FILENO, line, n);
+    _exit(EXIT_INPUT);
 }
 
 static void
@@ -176,6 +223,12 @@ on_signal(int sig)
 static void
 remove_tmp_on_signals(void)
 {
+    struct sigaction bus;
+    memset(&bus, 0, sizeof(bus));
+    bus.sa_sigaction = on_sigbus;
+    bus.sa_flags = SA_SIGINFO;
+    sigemptyset(&bus.sa_mask);
+    sigaction(SIGBUS, &bus, NULL);
     static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         struct sigaction sa;

@@ -60,6 +60,13 @@ void tool_names_free(tool_names_t *names);
  * does that too, before it prints.
  */
 int tool_debug_on(void);
+/*
+ * QPT_TEST_STOP_AT=PHASE (a test hook, harmless otherwise): the process stops itself
+ * (SIGSTOP) at the end of that phase (a QP_DEBUG phase name, or "temporary output" once
+ * qpt-rewrite's temporary output exists), so that a test can change the input at a
+ * known point and continue it (SIGCONT). tool_phase_end calls it.
+ */
+void tool_test_stop(const char *phase);
 void tool_phase_end(void *arg, const char *phase, size_t nprocs);
 void tool_debug_phase(void *arg, const char *phase, size_t nprocs);
 void tool_debug_note(void *arg, const char *line);

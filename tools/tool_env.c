@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,12 +65,22 @@ tool_debug_on(void)
 }
 
 void
+tool_test_stop(const char *phase)
+{
+    static const char *at; /* QPT_TEST_STOP_AT, read once ("" when not set) */
+    if (at == NULL)
+        at = getenv("QPT_TEST_STOP_AT") != NULL ? getenv("QPT_TEST_STOP_AT") : "";
+    if (phase != NULL && at[0] != '\0' && strcmp(at, phase) == 0)
+        raise(SIGSTOP); /* every thread stops until a SIGCONT */
+}
+
+void
 tool_phase_end(void *arg, const char *phase, size_t nprocs)
 {
     (void)arg;
-    (void)phase;
     (void)nprocs;
     tool_heap_release();
+    tool_test_stop(phase);
 }
 
 void

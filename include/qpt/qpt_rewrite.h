@@ -69,6 +69,14 @@ int qpt_rewrite_set_leave_all(qpt_rewrite_t *r, const char *reason);
  * folders; default /usr/lib/debug). Global to the process: set it before any rewrite. */
 int qpt_set_debug_dirs(const char *dirs);
 
+/*
+ * The path of the input file whose mapping holds ADDR (a rewrite reads its input, and
+ * its separate debug file, through mappings of them), or NULL. Async-signal-safe: a
+ * tool's SIGBUS handler calls it to tell an input truncated while it was rewritten
+ * (a read past its new end faults) from a bug. Valid while the rewrite runs.
+ */
+const char *qpt_mapped_input_at(const void *addr);
+
 /*****************************************************************************
  * Libraries of another machine (issue 34: --with-libs on AArch64 programs)
  */
