@@ -1317,7 +1317,7 @@ sorted_copy(const cfg_u64_vec_t *from, cfg_u64_vec_t *to)
 typedef struct stale_snap {
     size_t n;                 /* b->procs.n */
     CFG_VEC(uint32_t) flags;  /* per procedure: p.flags */
-    CFG_VEC(uint8_t) mayret;  /* per procedure: may_return */
+    CFG_VEC(uint8_t) mayret;  /* per procedure: "may return" (cfg_nr_may_return) */
     CFG_VEC(uint8_t) bytes;   /* the procedures to be built again: their blocks, edges */
 } stale_snap_t;
 
@@ -1355,7 +1355,7 @@ snap_take(const cfg_builder_t *b, stale_snap_t *sn)
     sn->flags.n = sn->mayret.n = sn->bytes.n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         QP_CHECK(CFG_VEC_PUSH(sn->flags, b->procs.v[i].p.flags));
-        QP_CHECK(CFG_VEC_PUSH(sn->mayret, b->procs.v[i].may_return));
+        QP_CHECK(CFG_VEC_PUSH(sn->mayret, (uint8_t)cfg_nr_may_return(b, i)));
         if (!b->procs.v[i].built)
             QP_CHECK(snap_proc(b, i, sn));
     }
@@ -1372,7 +1372,7 @@ snap_same(const cfg_builder_t *b, const stale_snap_t *sn)
     if (b->procs.n != sn->n)
         return 0;
     for (size_t i = 0; i < sn->n; i++)
-        if (b->procs.v[i].p.flags != sn->flags.v[i] || b->procs.v[i].may_return != sn->mayret.v[i])
+        if (b->procs.v[i].p.flags != sn->flags.v[i] || cfg_nr_may_return(b, i) != sn->mayret.v[i])
             return 0;
     /* The same procedures, as they are now. */
     stale_snap_t now = { 0 };

@@ -5,51 +5,263 @@
  * Procedures that never return (cfg_build.c's fixpoint): which procedures may return,
  * by the calls and jumps they make, kept up to date as procedures are built again; and
  * the calls of those that never return cut (their fall-through edges gone).
+ *
+ * What the analysis asks of procedures other than the one it looks at (where a call
+ * goes, whether that callee may return, whether it is marked as never returning) it
+ * asks of compact arrays kept here by procedure index, not of the procedures (352
+ * bytes each, a cache miss a question: chromium has 670,000 of them).
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cfg/cfg_priv.h"
 
 /*****************************************************************************
+ * What the analysis keeps from one run to the next
+ */
+
+/* A procedure's state in the analysis (nr_index_t.state). */
+enum {
+    NR_MAY_RETURN = 1, /* the fixpoint's "may return" */
+    NR_MARKED = 2,     /* CFG_PROC_NORETURN, as set_noreturn_mark last set it */
+    NR_PENDING = 4     /* its dependencies to be added anew (nr_deps_pending) */
+};
+
+/* Per procedure, by its index in b->procs as it was when last brought up to date. */
+typedef struct nr_index {
+    uint64_t *entry;                  /* its entry (sorted, as b->procs) */
+    uint64_t *end;                    /* the end of its main extent */
+    uint8_t *state;                   /* NR_* bits */
+    uint32_t *head;                   /* as a callee: its first dependency, or CFG_NONE */
+    uint32_t *fwd;                    /* as a caller: its dependencies as last added, */
+    uint32_t *nfwd;                   /* ... [fwd, fwd + nfwd) */
+    size_t cap;                       /* elements allocated in each array */
+} nr_index_t;
+
+/* A call or tail call of a procedure to a procedure. */
+typedef struct nr_dep {
+    uint32_t who;                     /* the caller (CFG_NONE: removed, or stale) */
+    uint32_t next;                    /* the next one of its callee, or CFG_NONE */
+    uint32_t callee;                  /* the callee (CFG_NONE: removed) */
+} nr_dep_t;
+
+/* A call or jump to an address in no procedure. */
+typedef struct nr_unres {
+    uint64_t target;                  /* the address */
+    uint32_t who;                     /* the procedure that calls or jumps there */
+} nr_unres_t;
+
+/*
+ * Who depends on whom: a dependency per call or tail call of a procedure to a
+ * procedure, on a list per callee (linked through `next`, newest first; a procedure's
+ * calls of itself on none) and, in the order they were added, per caller (nfwd of them
+ * from fwd). Kept from one analysis to the next: when procedures were added or removed
+ * since, everything follows them to their new indices (by entry address). A procedure
+ * looked at again adds its dependencies anew, its old ones marked stale (left on the
+ * callees' lists until stale ones are the most, then dropped).
+ */
+typedef struct cfg_nr_deps {
+    uint64_t gen;                     /* b->gen when last brought up to date */
+    size_t n;                         /* b->procs.n then */
+    nr_index_t ix;                    /* the procedures then */
+    nr_index_t alt;                   /* the arrays nr_deps_remap fills next */
+    qp_buckets_t buckets;             /* over ix.entry[0 .. n) */
+    CFG_VEC(nr_dep_t) deps;           /* the dependencies */
+    size_t nstale;                    /* ... of which stale */
+    CFG_VEC(nr_unres_t) unres;        /* calls and jumps to no procedure */
+    /* The scratch of one analysis, n + 1 each, kept to be reused (fresh pages would
+     * be faulted in each time: a tenth of chromium's time here). */
+    size_t scap;                      /* elements allocated in each */
+    uint32_t *queue;                  /* the worklist */
+    uint32_t *old2new;                /* nr_deps_remap: old index to new, */
+    size_t ocap;                      /* ... elements allocated */
+    uint8_t *queued;                  /* per procedure: on the worklist */
+    uint8_t *restarted;               /* per procedure: restarted this time */
+    uint8_t *prune;                   /* per procedure: its calls to be looked at */
+    uint8_t *seen;                    /* proc_may_return's walk: blocks seen, */
+    uint32_t *stack;                  /* ... and to visit */
+    size_t wcap;                      /* ... elements allocated */
+} cfg_nr_deps_t;
+
+static void
+nr_index_free(nr_index_t *ix)
+{
+    free(ix->entry);
+    free(ix->end);
+    free(ix->state);
+    free(ix->head);
+    free(ix->fwd);
+    free(ix->nfwd);
+}
+
+void
+cfg_nr_deps_free(cfg_nr_deps_t *d)
+{
+    if (d == NULL)
+        return;
+    nr_index_free(&d->ix);
+    nr_index_free(&d->alt);
+    free(d->buckets.at);
+    CFG_VEC_FREE(d->deps);
+    CFG_VEC_FREE(d->unres);
+    free(d->queue);
+    free(d->old2new);
+    free(d->queued);
+    free(d->restarted);
+    free(d->prune);
+    free(d->seen);
+    free(d->stack);
+    free(d);
+}
+
+/* Make *P hold at least N elements of SIZE bytes (its contents kept); 0 or QP_ENOMEM. */
+static int
+nr_grow(void **p, size_t n, size_t size)
+{
+    void *v = realloc(*p, n * size);
+    if (v == NULL)
+        return QP_ENOMEM;
+    *p = v;
+    return 0;
+}
+
+/* Room in IX for N procedures. */
+static int
+nr_index_fit(nr_index_t *ix, size_t n)
+{
+    if (n <= ix->cap)
+        return 0;
+    n += n / 8;
+    QP_CHECK(nr_grow((void **)&ix->entry, n, sizeof(uint64_t)));
+    QP_CHECK(nr_grow((void **)&ix->end, n, sizeof(uint64_t)));
+    QP_CHECK(nr_grow((void **)&ix->state, n, 1));
+    QP_CHECK(nr_grow((void **)&ix->head, n, sizeof(uint32_t)));
+    QP_CHECK(nr_grow((void **)&ix->fwd, n, sizeof(uint32_t)));
+    QP_CHECK(nr_grow((void **)&ix->nfwd, n, sizeof(uint32_t)));
+    ix->cap = n;
+    return 0;
+}
+
+/* Room in D's scratch for an analysis of N procedures, queued, restarted and prune
+ * zeroed. */
+static int
+nr_scratch_fit(cfg_nr_deps_t *d, size_t n)
+{
+    if (n + 1 > d->scap) {
+        size_t c = n + 1 + n / 8;
+        QP_CHECK(nr_grow((void **)&d->queue, c, sizeof(uint32_t)));
+        QP_CHECK(nr_grow((void **)&d->queued, c, 1));
+        QP_CHECK(nr_grow((void **)&d->restarted, c, 1));
+        QP_CHECK(nr_grow((void **)&d->prune, c, 1));
+        d->scap = c;
+    }
+    memset(d->queued, 0, n + 1);
+    memset(d->restarted, 0, n + 1);
+    memset(d->prune, 0, n + 1);
+    return 0;
+}
+
+/* IX's entries and ends: those of b->procs now (the one walk of all procedures). */
+static void
+nr_index_read(const cfg_builder_t *b, nr_index_t *ix)
+{
+    for (size_t i = 0; i < b->procs.n; i++) {
+        ix->entry[i] = b->procs.v[i].p.entry;
+        ix->end[i] = b->procs.v[i].p.end;
+    }
+}
+
+/* The entry at position I of D's index (qp_bucket_key_fn). */
+static uint64_t
+nr_entry_key(const void *ctx, size_t i)
+{
+    return ((const cfg_nr_deps_t *)ctx)->ix.entry[i];
+}
+
+/* D is up to date for B's procedures as they are (read into d->ix). */
+static void
+nr_stamp(const cfg_builder_t *b, cfg_nr_deps_t *d)
+{
+    d->n = b->procs.n;
+    d->gen = b->gen;
+    /* Without memory for the buckets, the searches look at all the entries. */
+    if (d->n > 0)
+        (void)qp_buckets_build(&d->buckets, d->ix.entry[0], 12, d->n, nr_entry_key, d);
+    else
+        d->buckets.n = 0;
+}
+
+/* What cfg_discover_find answers (D up to date): the procedure whose main extent holds
+ * ADDR, or CFG_NONE. */
+static uint32_t
+nr_find(const cfg_nr_deps_t *d, uint64_t addr)
+{
+    size_t lo, hi;
+    qp_buckets_range(&d->buckets, d->n, addr, &lo, &hi);
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (d->ix.entry[mid] <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 && addr < d->ix.end[lo - 1] ? (uint32_t)(lo - 1) : CFG_NONE;
+}
+
+/* What cfg_proc_by_entry answers (D up to date). */
+static uint32_t
+nr_by_entry(const cfg_nr_deps_t *d, uint64_t addr)
+{
+    uint32_t i = nr_find(d, addr);
+    return i != CFG_NONE && d->ix.entry[i] == addr ? i : CFG_NONE;
+}
+
+/*****************************************************************************
  * Procedures that never return
  */
 
-/* The DFS scratch of proc_may_return, grown as needed. */
-typedef struct nr_scratch {
-    uint8_t *seen;
-    uint32_t *stack;
-    size_t cap;
-} nr_scratch_t;
-
-/* Start a walk of BP's blocks from its entry on SC: the first block pushed and seen. */
-static size_t
-walk_start(const cfg_bproc_t *bp, nr_scratch_t *sc)
+/* Room in D's walk scratch for BP's blocks. */
+static int
+walk_fit(cfg_nr_deps_t *d, const cfg_bproc_t *bp)
 {
-    memset(sc->seen, 0, bp->blocks.n);
-    sc->stack[0] = bp->entry_block;
-    sc->seen[bp->entry_block] = 1;
+    if (bp->blocks.n <= d->wcap)
+        return 0;
+    QP_CHECK(nr_grow((void **)&d->seen, bp->blocks.n, 1));
+    QP_CHECK(nr_grow((void **)&d->stack, bp->blocks.n, sizeof(uint32_t)));
+    d->wcap = bp->blocks.n;
+    return 0;
+}
+
+/* Start a walk of BP's blocks from its entry on D's scratch: the first block pushed
+ * and seen. */
+static size_t
+walk_start(const cfg_bproc_t *bp, cfg_nr_deps_t *d)
+{
+    memset(d->seen, 0, bp->blocks.n);
+    d->stack[0] = bp->entry_block;
+    d->seen[bp->entry_block] = 1;
     return 1;
 }
 
 /* Push E's block on the walk's stack (of SP blocks) unless it was seen: the new SP. */
 static size_t
-walk_push(nr_scratch_t *sc, size_t sp, const cfg_edge_t *e)
+walk_push(cfg_nr_deps_t *d, size_t sp, const cfg_edge_t *e)
 {
-    if (e->to != CFG_NONE && !sc->seen[e->to]) {
-        sc->seen[e->to] = 1;
-        sc->stack[sp++] = e->to;
+    if (e->to != CFG_NONE && !d->seen[e->to]) {
+        d->seen[e->to] = 1;
+        d->stack[sp++] = e->to;
     }
     return sp;
 }
 
 /* Does a return of BP's (or a jump of unknown targets) follow its entry with no call or
- * tail call on the way (SC: proc_may_return's scratch, large enough)? 1 or 0. */
+ * tail call on the way (D's walk scratch large enough)? 1 or 0. */
 static int
-returns_directly(const cfg_bproc_t *bp, nr_scratch_t *sc)
+returns_directly(const cfg_bproc_t *bp, cfg_nr_deps_t *d)
 {
-    uint32_t *stack = sc->stack;
-    size_t sp = walk_start(bp, sc);
+    uint32_t *stack = d->stack;
+    size_t sp = walk_start(bp, d);
     while (sp > 0) {
         const cfg_block_t *bl = &bp->blocks.v[stack[--sp]];
         for (uint32_t k = 0; k < bl->nsucc; k++) {
@@ -59,43 +271,43 @@ returns_directly(const cfg_bproc_t *bp, nr_scratch_t *sc)
             if (e->kind == CFG_EDGE_NORETURN || e->kind == CFG_EDGE_TAILCALL
                 || e->kind == CFG_EDGE_CALLRET)
                 continue;
-            sp = walk_push(sc, sp, e);
+            sp = walk_push(d, sp, e);
         }
     }
     return 0;
 }
 
+/* Does procedure I's "may return" hold (of D, up to date)? */
+static int
+nr_may_return(const cfg_nr_deps_t *d, uint32_t i)
+{
+    return d->ix.state[i] & NR_MAY_RETURN;
+}
+
 /*
- * May BP return, by the current "may return" of the procedures it calls and jumps to?
- * ALONE: whatever those are (every procedure it calls or jumps to taken as never
- * returning); then BP returns in every fixpoint.
+ * May procedure I return, by the current "may return" of the procedures it calls and
+ * jumps to? ALONE: whatever those are (every procedure it calls or jumps to taken as
+ * never returning); then it returns in every fixpoint. 1, 0 or QP_ENOMEM.
  */
 static int
-proc_may_return(const cfg_builder_t *b, cfg_bproc_t *bp, nr_scratch_t *sc, int alone)
+proc_may_return(cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i, int alone)
 {
+    cfg_bproc_t *bp = &b->procs.v[i];
     if (bp->blocks.n == 0 || bp->entry_block == CFG_NONE || bp->p.unsafe != NULL)
         return 1; /* not analysable: assume it returns */
     if (bp->p.flags & CFG_PROC_RESUMED)
         return 1; /* its caller is resumed at the return address */
-    if (bp->blocks.n > sc->cap) {
-        free(sc->seen);
-        free(sc->stack);
-        sc->seen = malloc(bp->blocks.n);
-        sc->stack = malloc(bp->blocks.n * sizeof(uint32_t));
-        sc->cap = sc->seen != NULL && sc->stack != NULL ? bp->blocks.n : 0;
-        if (sc->cap == 0)
-            return QP_ENOMEM;
-    }
+    QP_CHECK(walk_fit(d, bp));
     /* The walk below follows every edge but a call's, a tail call's and a
      * never-returning one always: a return reached through those others alone is found
      * whatever the callees do, and stays so while the blocks do (the fixpoint asks
      * again and again). */
     if (bp->ret_direct >> 1 != bp->blocks_ver || bp->blocks_ver == 0)
-        bp->ret_direct = 2 * bp->blocks_ver + (uint64_t)returns_directly(bp, sc);
+        bp->ret_direct = 2 * bp->blocks_ver + (uint64_t)returns_directly(bp, d);
     if (bp->ret_direct & 1)
         return 1;
-    uint32_t *stack = sc->stack;
-    size_t sp = walk_start(bp, sc);
+    uint32_t *stack = d->stack;
+    size_t sp = walk_start(bp, d);
     while (sp > 0) {
         const cfg_block_t *bl = &bp->blocks.v[stack[--sp]];
         for (uint32_t k = 0; k < bl->nsucc; k++) {
@@ -105,67 +317,36 @@ proc_may_return(const cfg_builder_t *b, cfg_bproc_t *bp, nr_scratch_t *sc, int a
             case CFG_EDGE_UNRESOLVED: return 1;
             case CFG_EDGE_NORETURN: continue;
             case CFG_EDGE_TAILCALL: {
-                uint32_t ti = e->target ? cfg_discover_find(b, e->target) : CFG_NONE;
-                if (ti == CFG_NONE || (!alone && b->procs.v[ti].may_return))
+                uint32_t ti = e->target ? nr_find(d, e->target) : CFG_NONE;
+                if (ti == CFG_NONE || (!alone && nr_may_return(d, ti)))
                     return 1;
                 continue;
             }
             case CFG_EDGE_CALLRET:
                 if (bl->call_target) {
-                    uint32_t ci = cfg_proc_by_entry(b, bl->call_target);
-                    if (ci != CFG_NONE && (alone || !b->procs.v[ci].may_return))
+                    uint32_t ci = nr_by_entry(d, bl->call_target);
+                    if (ci != CFG_NONE && (alone || !nr_may_return(d, ci)))
                         continue;
                 }
                 break;
             default: break;
             }
-            sp = walk_push(sc, sp, e);
+            sp = walk_push(d, sp, e);
         }
     }
     return 0;
 }
 
-/*
- * Who depends on whom for the noreturn analysis: for each procedure, the procedures
- * that call it or jump to it (a list per callee, linked through `next`), and the calls
- * and jumps to addresses in no procedure. Kept from one analysis to the next: when
- * procedures were added or removed since, the lists follow them to their new indices
- * (by entry address). A procedure built again adds its new edges, and its old ones stay
- * (a stale dependency only makes a procedure be looked at again).
- */
-typedef struct nr_unres {
-    uint64_t target;                  /* an address in no procedure */
-    uint32_t who;                     /* the procedure that calls or jumps there */
-} nr_unres_t;
-
-typedef struct cfg_nr_deps {
-    uint64_t gen;                     /* b->gen when last brought up to date */
-    size_t n;                         /* b->procs.n then */
-    uint64_t *entries;                /* the procedures' entries then */
-    uint32_t *head;                   /* per callee: first dependency, or CFG_NONE */
-    CFG_VEC(uint32_t) next;           /* per dependency: the next one of its callee */
-    CFG_VEC(uint32_t) who;            /* per dependency: the caller (CFG_NONE: removed) */
-    CFG_VEC(nr_unres_t) unres;        /* calls and jumps to no procedure */
-} cfg_nr_deps_t;
-
-void
-cfg_nr_deps_free(cfg_nr_deps_t *d)
-{
-    if (d == NULL)
-        return;
-    free(d->entries);
-    free(d->head);
-    CFG_VEC_FREE(d->next);
-    CFG_VEC_FREE(d->who);
-    CFG_VEC_FREE(d->unres);
-    free(d);
-}
-
-/* Add the dependencies of procedure I (its calls and tail calls) to D. */
+/* Add the dependencies of procedure I (its calls and tail calls) to D, those it had
+ * made stale. */
 static int
-nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, size_t i)
+nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
 {
     const cfg_bproc_t *bp = &b->procs.v[i];
+    for (uint32_t k = d->ix.fwd[i], end = k + d->ix.nfwd[i]; k < end; k++)
+        d->deps.v[k].who = CFG_NONE;
+    d->nstale += d->ix.nfwd[i];
+    size_t first = d->deps.n;
     for (size_t e = 0; e < bp->edges.n; e++) {
         const cfg_edge_t *ed = &bp->edges.v[e];
         uint64_t callee = 0;
@@ -173,55 +354,85 @@ nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, size_t i)
             callee = bp->blocks.v[ed->from].call_target;
         else if (ed->kind == CFG_EDGE_TAILCALL)
             callee = ed->target;
-        uint32_t ci = callee ? cfg_discover_find(b, callee) : CFG_NONE;
-        if (ci == CFG_NONE && callee != 0)
-            QP_CHECK(CFG_VEC_PUSH(d->unres, ((nr_unres_t) { callee, (uint32_t)i })));
-        if (ci == CFG_NONE || ci == i)
+        if (callee == 0)
             continue;
-        QP_CHECK(CFG_VEC_PUSH(d->next, d->head[ci]));
-        QP_CHECK(CFG_VEC_PUSH(d->who, (uint32_t)i));
-        d->head[ci] = (uint32_t)(d->who.n - 1);
+        uint32_t ci = nr_find(d, callee);
+        if (ci == CFG_NONE) {
+            QP_CHECK(CFG_VEC_PUSH(d->unres, ((nr_unres_t) { callee, i })));
+            continue;
+        }
+        nr_dep_t x = { i, ci != i ? d->ix.head[ci] : CFG_NONE, ci };
+        QP_CHECK(CFG_VEC_PUSH(d->deps, x));
+        if (ci != i)
+            d->ix.head[ci] = (uint32_t)(d->deps.n - 1);
     }
+    d->ix.fwd[i] = (uint32_t)first;
+    d->ix.nfwd[i] = (uint32_t)(d->deps.n - first);
     return 0;
 }
 
-/* Note the procedures' entries and b->gen in D (after the lists were made to fit). */
-static int
-nr_deps_stamp(const cfg_builder_t *b, cfg_nr_deps_t *d)
+/* Drop D's stale dependencies (those of removed procedures too), the others kept in
+ * their order (and so the callees' lists). */
+static void
+nr_deps_compact(cfg_nr_deps_t *d)
 {
-    uint64_t *e = realloc(d->entries, (b->procs.n + 1) * sizeof(uint64_t));
-    if (e == NULL)
-        return QP_ENOMEM;
-    d->entries = e;
-    for (size_t i = 0; i < b->procs.n; i++)
-        e[i] = b->procs.v[i].p.entry;
-    d->n = b->procs.n;
-    d->gen = b->gen;
-    return 0;
-}
-
-/* The dependencies of every procedure, or NULL on ENOMEM. */
-static cfg_nr_deps_t *
-nr_deps_collect(const cfg_builder_t *b)
-{
-    cfg_nr_deps_t *d = calloc(1, sizeof(*d));
-    if (d == NULL)
-        return NULL;
-    d->head = malloc((b->procs.n + 1) * sizeof(uint32_t));
-    int rc = d->head == NULL ? QP_ENOMEM : nr_deps_stamp(b, d);
-    for (size_t i = 0; i < d->n && rc == 0; i++)
-        d->head[i] = CFG_NONE;
-    for (size_t i = 0; i < d->n && rc == 0; i++)
-        rc = nr_deps_add(b, d, i);
-    if (rc < 0) {
-        cfg_nr_deps_free(d);
-        return NULL;
+    size_t m = 0;
+    for (size_t k = 0; k < d->deps.n; k++) {
+        nr_dep_t x = d->deps.v[k];
+        if (x.who == CFG_NONE)
+            continue;
+        if (k == d->ix.fwd[x.who]) /* a caller's dependencies are together */
+            d->ix.fwd[x.who] = (uint32_t)m;
+        d->deps.v[m++] = x;
     }
-    return d;
+    d->deps.n = m;
+    d->nstale = 0;
+    for (size_t i = 0; i < d->n; i++)
+        d->ix.head[i] = CFG_NONE;
+    for (size_t k = 0; k < m; k++) {
+        nr_dep_t *x = &d->deps.v[k];
+        x->next = CFG_NONE;
+        if (x->callee != CFG_NONE && x->callee != x->who) {
+            x->next = d->ix.head[x->callee];
+            d->ix.head[x->callee] = (uint32_t)k;
+        }
+    }
 }
 
 /*
- * Procedures were added or removed since D was brought up to date: move the lists to
+ * Add procedure I's dependencies if they are pending. They are added just before the
+ * fixpoint first looks at it (every procedure whose dependencies are pending is on its
+ * worklist): its blocks and edges are then read twice in a row, not once each in two
+ * walks of all of them (chromium: a cache miss for most). Until then its old ones
+ * stand: they only make procedures be looked at that are on the worklist already.
+ */
+static int
+nr_deps_pending(const cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
+{
+    if (!(d->ix.state[i] & NR_PENDING))
+        return 0;
+    d->ix.state[i] &= (uint8_t)~NR_PENDING;
+    return nr_deps_add(b, d, i);
+}
+
+/* D (new) for every procedure, their dependencies pending. */
+static int
+nr_deps_collect(const cfg_builder_t *b, cfg_nr_deps_t *d)
+{
+    size_t n = b->procs.n;
+    QP_CHECK(nr_index_fit(&d->ix, n + 1));
+    nr_index_read(b, &d->ix);
+    for (size_t i = 0; i < n; i++) {
+        d->ix.state[i] = NR_PENDING;
+        d->ix.head[i] = CFG_NONE;
+        d->ix.fwd[i] = d->ix.nfwd[i] = 0;
+    }
+    nr_stamp(b, d);
+    return 0;
+}
+
+/*
+ * Procedures were added or removed since D was brought up to date: move everything to
  * the new indices. ROOT (b->procs.n bytes) gets 1 for the procedures whose calls may
  * now go to another procedure: new ones, callers of removed ones, callers of an address
  * that lies in a procedure now. (Callers of one whose extent changed are found by the
@@ -230,58 +441,69 @@ nr_deps_collect(const cfg_builder_t *b)
 static int
 nr_deps_remap(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
 {
-    size_t n = b->procs.n;
-    uint32_t *old2new = malloc((d->n + 1) * sizeof(uint32_t));
-    uint32_t *head = malloc((n + 1) * sizeof(uint32_t));
-    if (old2new == NULL || head == NULL) {
-        free(old2new);
-        free(head);
-        return QP_ENOMEM;
+    size_t n = b->procs.n, on = d->n;
+    nr_index_t *ix = &d->alt, *old = &d->ix;
+    QP_CHECK(nr_index_fit(ix, n + 1));
+    if (on + 1 > d->ocap) {
+        QP_CHECK(nr_grow((void **)&d->old2new, on + 1 + on / 8, sizeof(uint32_t)));
+        d->ocap = on + 1 + on / 8;
     }
+    uint32_t *old2new = d->old2new;
+    nr_index_read(b, ix);
     for (size_t j = 0; j < n; j++) {
-        head[j] = CFG_NONE;
+        ix->state[j] = 0;
+        ix->head[j] = CFG_NONE;
+        ix->fwd[j] = ix->nfwd[j] = 0;
         root[j] = 1; /* new, until matched below */
     }
-    for (size_t i = 0, j = 0; i < d->n; i++) {
-        while (j < n && b->procs.v[j].p.entry < d->entries[i])
+    for (size_t i = 0, j = 0; i < on; i++) {
+        while (j < n && ix->entry[j] < old->entry[i])
             j++;
-        old2new[i] = j < n && b->procs.v[j].p.entry == d->entries[i] ? (uint32_t)j : CFG_NONE;
+        old2new[i] = j < n && ix->entry[j] == old->entry[i] ? (uint32_t)j : CFG_NONE;
         if (old2new[i] != CFG_NONE) {
-            head[j] = d->head[i];
+            ix->state[j] = old->state[i];
+            ix->head[j] = old->head[i];
+            ix->fwd[j] = old->fwd[i];
+            ix->nfwd[j] = old->nfwd[i];
             root[j] = 0;
         }
     }
-    for (size_t e = 0; e < d->who.n; e++)
-        if (d->who.v[e] != CFG_NONE)
-            d->who.v[e] = old2new[d->who.v[e]];
-    for (size_t i = 0; i < d->n; i++)
+    for (size_t e = 0; e < d->deps.n; e++) {
+        nr_dep_t *x = &d->deps.v[e];
+        if (x->who != CFG_NONE && (x->who = old2new[x->who]) == CFG_NONE)
+            d->nstale++;
+        if (x->callee != CFG_NONE)
+            x->callee = old2new[x->callee];
+    }
+    for (size_t i = 0; i < on; i++)
         if (old2new[i] == CFG_NONE)
-            for (uint32_t e = d->head[i]; e != CFG_NONE; e = d->next.v[e])
-                if (d->who.v[e] != CFG_NONE)
-                    root[d->who.v[e]] = 1;
+            for (uint32_t e = old->head[i]; e != CFG_NONE; e = d->deps.v[e].next)
+                if (d->deps.v[e].who != CFG_NONE)
+                    root[d->deps.v[e].who] = 1;
+    nr_index_t t = d->ix;
+    d->ix = d->alt;
+    d->alt = t;
+    nr_stamp(b, d);
     size_t k = 0;
     for (size_t u = 0; u < d->unres.n; u++) {
         nr_unres_t x = d->unres.v[u];
         x.who = old2new[x.who];
         if (x.who == CFG_NONE)
             continue;
-        if (cfg_discover_find(b, x.target) != CFG_NONE)
+        if (nr_find(d, x.target) != CFG_NONE)
             root[x.who] = 1; /* added again with its new dependencies */
         else
             d->unres.v[k++] = x;
     }
     d->unres.n = k;
-    free(old2new);
-    free(d->head);
-    d->head = head;
-    return nr_deps_stamp(b, d);
+    return 0;
 }
 
 /*
  * Bring D up to date for an analysis that keeps what did not change: ROOT (zeroed,
  * b->procs.n bytes) gets 1 for every procedure whose "may return" must be looked at
  * again: those built again (or whose fragment mark changed) since, their callers, and
- * what nr_deps_remap finds. Their dependencies are added anew.
+ * what nr_deps_remap finds. Their dependencies are to be added anew (pending).
  */
 static int
 nr_deps_update(cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
@@ -292,31 +514,36 @@ nr_deps_update(cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
     /* Those marked nr_dirty: noted in b->nr_dirty (all looked at when one was not). */
     size_t nd = b->nr_dirty_lost ? n : b->nr_dirty.n;
     for (size_t k = 0; k < nd; k++) {
-        uint32_t j = b->nr_dirty_lost ? (uint32_t)k : cfg_proc_by_entry(b, b->nr_dirty.v[k]);
+        uint32_t j = b->nr_dirty_lost ? (uint32_t)k : nr_by_entry(d, b->nr_dirty.v[k]);
         if (j == CFG_NONE || !b->procs.v[j].nr_dirty)
             continue;
         b->procs.v[j].nr_dirty = 0; /* (find_noreturn would clear it) */
         root[j] = 1;
-        for (uint32_t e = d->head[j]; e != CFG_NONE; e = d->next.v[e])
-            if (d->who.v[e] != CFG_NONE)
-                root[d->who.v[e]] = 1;
+        for (uint32_t e = d->ix.head[j]; e != CFG_NONE; e = d->deps.v[e].next)
+            if (d->deps.v[e].who != CFG_NONE)
+                root[d->deps.v[e].who] = 1;
     }
     b->nr_dirty.n = 0;
     b->nr_dirty_lost = 0;
     for (size_t j = 0; j < n; j++)
         if (root[j])
-            QP_CHECK(nr_deps_add(b, d, j));
+            d->ix.state[j] |= NR_PENDING;
     return 0;
 }
 
-/* BP's CFG_PROC_NORETURN mark, from its "may return" (fragments have none). */
+/* Procedure I's CFG_PROC_NORETURN mark (and D's copy of it), from its "may return"
+ * (fragments have none). */
 static void
-set_noreturn_mark(cfg_bproc_t *bp)
+set_noreturn_mark(cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
 {
-    if (!bp->may_return && !(bp->p.flags & CFG_PROC_FRAGMENT))
+    cfg_bproc_t *bp = &b->procs.v[i];
+    if (!nr_may_return(d, i) && !(bp->p.flags & CFG_PROC_FRAGMENT)) {
         bp->p.flags |= CFG_PROC_NORETURN;
-    else
+        d->ix.state[i] |= NR_MARKED;
+    } else {
         bp->p.flags &= ~(uint32_t)CFG_PROC_NORETURN;
+        d->ix.state[i] &= (uint8_t)~NR_MARKED;
+    }
 }
 
 /*
@@ -328,27 +555,20 @@ set_noreturn_mark(cfg_bproc_t *bp)
  * "may return" might have rested on them (its callers that may return, transitively)
  * start again from "never returns", the others keep their value (what supports it did
  * not change), and the worklist starts from the restarted ones. The result is the same
- * least fixpoint. RESTARTED (b->procs.n bytes) gets 1 for each procedure restarted,
- * ROOT (the same) for each whose calls may have changed: built again, callers of those,
- * and what nr_deps_remap finds (every procedure, the first time).
+ * least fixpoint. d->restarted (b->procs.n bytes, zeroed) gets 1 for each procedure
+ * restarted, d->prune (the same) for each whose calls may have changed: built again,
+ * callers of those, and what nr_deps_remap finds (every procedure, the first time).
  */
 static int
-find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
+find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
 {
     size_t n = b->procs.n;
-    nr_scratch_t sc = { 0 };
     CFG_VEC(uint32_t) now_returning = { 0 }; /* found to return, not restarted */
-    int first = b->nr == NULL;
-    uint32_t *queue = malloc((n + 1) * sizeof(uint32_t));
-    uint8_t *queued = calloc(n + 1, 1);
+    uint32_t *queue = d->queue;
+    uint8_t *queued = d->queued, *restarted = d->restarted, *root = d->prune;
     int rc = 0;
-    if (queue == NULL || queued == NULL) {
-        rc = QP_ENOMEM;
-        goto out;
-    }
     size_t qh = 0, qt = 0; /* circular queue of at most n entries */
-    cfg_nr_deps_t *d = b->nr;
-    if (d != NULL) {
+    if (!first) {
         if ((rc = nr_deps_update(b, d, queued)) < 0)
             goto out;
         for (size_t i = 0; i < n; i++)
@@ -361,12 +581,12 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
          * from the queue's end down, to be unmarked after). */
         size_t nkept = 0;
         for (size_t k = 0; k < qt; k++)
-            for (uint32_t e = d->head[queue[k]]; e != CFG_NONE; e = d->next.v[e]) {
-                uint32_t c = d->who.v[e];
-                if (c == CFG_NONE || queued[c] || !b->procs.v[c].may_return)
+            for (uint32_t e = d->ix.head[queue[k]]; e != CFG_NONE; e = d->deps.v[e].next) {
+                uint32_t c = d->deps.v[e].who;
+                if (c == CFG_NONE || queued[c] || !nr_may_return(d, c))
                     continue;
                 queued[c] = 1; /* looked at */
-                int alone = proc_may_return(b, &b->procs.v[c], &sc, 1);
+                int alone = proc_may_return(b, d, c, 1);
                 if (alone < 0) {
                     rc = alone;
                     goto out;
@@ -379,47 +599,46 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
         for (size_t k = 0; k < nkept; k++)
             queued[queue[n - 1 - k]] = 0;
     } else {
-        d = b->nr = nr_deps_collect(b);
-        if (d == NULL) {
-            rc = QP_ENOMEM;
+        if ((rc = nr_deps_collect(b, d)) < 0)
             goto out;
-        }
         for (size_t i = 0; i < n; i++) {
             queue[qt++] = (uint32_t)i;
             queued[i] = root[i] = 1;
         }
-    }
-    for (size_t k = 0; k < qt; k++) {
-        b->procs.v[queue[k]].may_return = 0;
-        restarted[queue[k]] = 1;
-    }
-    if (first) {
         for (size_t i = 0; i < n; i++)
             b->procs.v[i].nr_dirty = 0; /* (else cleared by nr_deps_update) */
         b->nr_dirty.n = 0;
         b->nr_dirty_lost = 0;
+    }
+    for (size_t k = 0; k < qt; k++) {
+        d->ix.state[queue[k]] &= (uint8_t)~NR_MAY_RETURN;
+        restarted[queue[k]] = 1;
     }
     qt %= n + 1;
     while (qh != qt) {
         uint32_t i = queue[qh];
         qh = (qh + 1) % (n + 1);
         queued[i] = 0;
-        cfg_bproc_t *bp = &b->procs.v[i];
-        if (bp->may_return || (bp->p.flags & CFG_PROC_FRAGMENT) || bp->name_noreturn)
+        if ((rc = nr_deps_pending(b, d, i)) < 0)
+            goto out;
+        if (nr_may_return(d, i))
             continue;
-        int r = proc_may_return(b, bp, &sc, 0);
+        cfg_bproc_t *bp = &b->procs.v[i];
+        if ((bp->p.flags & CFG_PROC_FRAGMENT) || bp->name_noreturn)
+            continue;
+        int r = proc_may_return(b, d, i, 0);
         if (r < 0) {
             rc = r;
             goto out;
         }
         if (!r)
             continue;
-        bp->may_return = 1;
+        d->ix.state[i] |= NR_MAY_RETURN;
         if (!restarted[i] && (rc = CFG_VEC_PUSH(now_returning, i)) < 0)
             goto out;
-        for (uint32_t e = d->head[i]; e != CFG_NONE; e = d->next.v[e]) {
-            uint32_t c = d->who.v[e];
-            if (c != CFG_NONE && !queued[c] && !b->procs.v[c].may_return) {
+        for (uint32_t e = d->ix.head[i]; e != CFG_NONE; e = d->deps.v[e].next) {
+            uint32_t c = d->deps.v[e].who;
+            if (c != CFG_NONE && !queued[c] && !nr_may_return(d, c)) {
                 queued[c] = 1;
                 queue[qt] = c;
                 qt = (qt + 1) % (n + 1);
@@ -431,15 +650,13 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
      * found to return that were not. */
     for (size_t i = 0; i < n; i++)
         if (restarted[i])
-            set_noreturn_mark(&b->procs.v[i]);
+            set_noreturn_mark(b, d, (uint32_t)i);
     for (size_t k = 0; k < now_returning.n; k++)
-        set_noreturn_mark(&b->procs.v[now_returning.v[k]]);
+        set_noreturn_mark(b, d, now_returning.v[k]);
+    if (d->nstale > d->deps.n / 2)
+        nr_deps_compact(d);
 out:
     CFG_VEC_FREE(now_returning);
-    free(sc.seen);
-    free(sc.stack);
-    free(queue);
-    free(queued);
     return rc;
 }
 
@@ -488,6 +705,19 @@ nr_set_contains(const nr_set_t *s, uint64_t entry)
             return 0;
     }
     return cfg_u64_contains(s->sorted->v, s->sorted->n, entry);
+}
+
+/* Does procedure I call or jump to a procedure marked as never returning (by its
+ * dependencies as last added: all its calls, or more)? */
+static int
+calls_marked(const cfg_nr_deps_t *d, uint32_t i)
+{
+    for (uint32_t k = d->ix.fwd[i], end = k + d->ix.nfwd[i]; k < end; k++) {
+        uint32_t c = d->deps.v[k].callee;
+        if (c != CFG_NONE && (d->ix.state[c] & NR_MARKED))
+            return 1;
+    }
+    return 0;
 }
 
 /* Remove blocks not reachable from the entry, after cutting return edges of noreturn
@@ -591,32 +821,44 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp, const nr_set_t *noret)
  * other procedure has one: after the last analysis none had a call to a procedure that
  * never returns, and a procedure that never returns now but did not then was restarted.
  * (The others restarted, callers that may return of those built again, have nothing
- * to cut: looking at them all cost more than the rest of the analysis.)
+ * to cut: looking at them all cost more than the rest of the analysis.) Of those, only
+ * the procedures that call one marked as never returning have their edges looked at.
  */
 int
 cfg_nr_noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret)
 {
     size_t n = b->procs.n;
-    uint8_t *prune = calloc(n + 1, 1), *restarted = calloc(n + 1, 1);
-    int rc = prune == NULL || restarted == NULL ? QP_ENOMEM : find_noreturn(b, restarted, prune);
+    int first = b->nr == NULL;
+    assert(b->side == NULL);
+    if (first && (b->nr = calloc(1, sizeof(cfg_nr_deps_t))) == NULL)
+        return QP_ENOMEM;
+    cfg_nr_deps_t *d = b->nr;
+    QP_CHECK(nr_scratch_fit(d, n));
+    int rc = find_noreturn(b, d, first);
+    uint8_t *prune = d->prune;
     noret->n = 0;
     for (size_t i = 0; i < n && rc >= 0; i++)
-        if (b->procs.v[i].p.flags & CFG_PROC_NORETURN)
-            rc = CFG_VEC_PUSH(*noret, b->procs.v[i].p.entry);
+        if (d->ix.state[i] & NR_MARKED)
+            rc = CFG_VEC_PUSH(*noret, d->ix.entry[i]);
     for (size_t i = 0; i < n && rc >= 0; i++) {
-        if (!restarted[i] || !(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
+        if (!d->restarted[i] || !(d->ix.state[i] & NR_MARKED))
             continue;
-        for (uint32_t e = b->nr->head[i]; e != CFG_NONE; e = b->nr->next.v[e])
-            if (b->nr->who.v[e] != CFG_NONE)
-                prune[b->nr->who.v[e]] = 1;
+        for (uint32_t e = d->ix.head[i]; e != CFG_NONE; e = d->deps.v[e].next)
+            if (d->deps.v[e].who != CFG_NONE)
+                prune[d->deps.v[e].who] = 1;
     }
     nr_set_t set;
     nr_set_init(&set, noret);
     for (size_t i = 0; i < n && rc >= 0; i++)
-        if (prune[i])
+        if (prune[i] && calls_marked(d, (uint32_t)i))
             rc = prune_proc(b, &b->procs.v[i], &set);
     free(set.bits);
-    free(prune);
-    free(restarted);
     return rc < 0 ? rc : 0;
+}
+
+int
+cfg_nr_may_return(const cfg_builder_t *b, size_t i)
+{
+    assert(b->nr != NULL && b->nr->n == b->procs.n && i < b->nr->n);
+    return nr_may_return(b->nr, (uint32_t)i);
 }

@@ -219,7 +219,6 @@ typedef struct cfg_bproc {
     uint64_t runs_into;               /* an instruction of its code runs past its range's
                                        * end into this address (unsafe), else 0 */
     uint64_t parent_entry;            /* fragments: entry of the owning procedure */
-    uint8_t may_return;               /* noreturn analysis: proven to return */
     uint8_t built;                    /* blocks are current */
     uint8_t name_noreturn;            /* never returns by its name */
     uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
@@ -405,6 +404,9 @@ typedef struct cfg_nr_deps cfg_nr_deps_t;
 void cfg_nr_deps_free(cfg_nr_deps_t *d);
 /* Find the procedures that never return and cut the calls to them (see there). */
 int cfg_nr_noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret);
+/* Procedure I's "may return" as the last analysis found it (the procedures unchanged
+ * since): 1 or 0. */
+int cfg_nr_may_return(const cfg_builder_t *b, size_t i);
 
 /* True when NAME (possibly "foo@plt" or "foo@@GLIBC_2.2.5") never returns by convention. */
 int cfg_name_is_noreturn(const char *name);

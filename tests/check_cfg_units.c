@@ -1,9 +1,11 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
 /*
- * Unit tests of two cfg/ analyses on hand-made input: jump-table recognition
- * (cfg_jtab.c) on tiny code images, and dominators and natural loops (cfg_loops.c) on
- * hand-built graphs, cross-checked against a naive reference on random graphs.
+ * Unit tests of three cfg/ analyses on hand-made input: jump-table recognition
+ * (cfg_jtab.c) on tiny code images, dominators and natural loops (cfg_loops.c) on
+ * hand-built graphs, cross-checked against a naive reference on random graphs, and the
+ * noreturn fixpoint (cfg_noreturn.c) kept up to date over rounds on random call graphs,
+ * against the same analysis from scratch and a plain reference.
  * The code bytes were produced by GNU as and ld (-Ttext=0x1000); the source of each
  * image is in the comment above it, with the addresses of its labels.
  */
@@ -1597,6 +1599,318 @@ START_TEST(test_cfg_ehhdr_table)
 }
 END_TEST
 
+/*****************************************************************************
+ * The noreturn fixpoint (cfg_noreturn.c): kept up to date from one analysis to the
+ * next, against the same analysis made from scratch, on random call graphs
+ */
+
+#define NR_SLOTS 64    /* procedures at 0x1000 + 0x100 k: room to add some */
+#define NR_OUT 0x90000 /* an address in no procedure */
+
+static uint32_t
+nr_rand(uint32_t *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return *seed >> 16;
+}
+
+/* Somewhere a call or a jump may go: a procedure's entry (or a slot's, maybe empty),
+ * the inside of one, or no procedure. */
+static uint64_t
+nr_rand_target(uint32_t *seed)
+{
+    uint32_t r = nr_rand(seed) % 16;
+    uint64_t slot = 0x1000 + 0x100 * (uint64_t)(nr_rand(seed) % NR_SLOTS);
+    return r == 0 ? NR_OUT : r == 1 ? slot + 0x20 : slot;
+}
+
+/* New random blocks and edges for BP (as a build would make them). */
+static void
+nr_rand_body(cfg_builder_t *b, cfg_bproc_t *bp, uint32_t *seed)
+{
+    uint32_t nb = 1 + nr_rand(seed) % 6;
+    bp->blocks.n = bp->edges.n = 0;
+    for (uint32_t k = 0; k < nb; k++) {
+        cfg_block_t bl = { 0 };
+        bl.start = bp->p.entry + 0x10 * (uint64_t)k;
+        bl.end = bl.start + 0x10;
+        bl.succ = (uint32_t)bp->edges.n;
+        uint32_t r = nr_rand(seed) % 8;
+        cfg_edge_t e = { k, k + 1, 0, CFG_EDGE_FALL };
+        if (k + 1 == nb) { /* the last: leaves, or loops */
+            e.to = CFG_NONE;
+            e.kind = r < 3 ? CFG_EDGE_RETURN
+                : r < 5    ? CFG_EDGE_TAILCALL
+                : r == 5   ? CFG_EDGE_UNRESOLVED
+                           : CFG_EDGE_NORETURN;
+            if (e.kind == CFG_EDGE_TAILCALL)
+                e.target = nr_rand(seed) % 8 == 0 ? 0 : nr_rand_target(seed);
+            if (r == 7) {
+                e.kind = CFG_EDGE_JUMP;
+                e.to = nr_rand(seed) % nb;
+            }
+        } else if (r < 4) {
+            e.kind = CFG_EDGE_CALLRET;
+            bl.call_target = nr_rand_target(seed);
+        } else if (r == 4) {
+            cfg_edge_t t = { k, nr_rand(seed) % nb, 0, CFG_EDGE_TAKEN };
+            ck_assert_int_eq(CFG_VEC_PUSH(bp->edges, t), 0);
+        }
+        ck_assert_int_eq(CFG_VEC_PUSH(bp->edges, e), 0);
+        bl.nsucc = (uint32_t)bp->edges.n - bl.succ;
+        ck_assert_int_eq(CFG_VEC_PUSH(bp->blocks, bl), 0);
+    }
+    bp->entry_block = 0;
+    bp->blocks_ver = cfg_blocks_changed(b);
+    ck_assert_int_eq(cfg_note_noret_sites(bp), 0);
+}
+
+/* BP was built again, or its extent or fragment mark changed (what the builder notes). */
+static void
+nr_dirty(cfg_builder_t *b, cfg_bproc_t *bp)
+{
+    bp->nr_dirty = 1;
+    ck_assert_int_eq(CFG_VEC_PUSH(b->nr_dirty, bp->p.entry), 0);
+}
+
+/* Extents from the entries (each to the next one, or 0x100); a changed one noted. */
+static void
+nr_extents(cfg_builder_t *b)
+{
+    b->gen++;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        uint64_t end
+            = i + 1 < b->procs.n ? b->procs.v[i + 1].p.entry : bp->p.entry + 0x100;
+        if (end > bp->p.entry + 0x100)
+            end = bp->p.entry + 0x100;
+        if (end != bp->p.end)
+            nr_dirty(b, bp);
+        bp->p.start = bp->p.entry;
+        bp->p.end = end;
+    }
+}
+
+/* A procedure at SLOT, unless there is one. */
+static void
+nr_add_proc(cfg_builder_t *b, uint32_t slot, uint32_t *seed)
+{
+    uint64_t entry = 0x1000 + 0x100 * (uint64_t)slot;
+    size_t at = 0;
+    while (at < b->procs.n && b->procs.v[at].p.entry < entry)
+        at++;
+    if (at < b->procs.n && b->procs.v[at].p.entry == entry)
+        return;
+    cfg_bproc_t bp;
+    memset(&bp, 0, sizeof(bp));
+    bp.p.entry = bp.p.start = entry;
+    bp.p.parent = CFG_NONE;
+    if (nr_rand(seed) % 12 == 0) { /* exit() and the like */
+        bp.p.flags |= CFG_PROC_NORETURN;
+        bp.name_noreturn = 1;
+    }
+    nr_rand_body(b, &bp, seed);
+    ck_assert_int_eq(CFG_VEC_PUSH(b->procs, bp), 0);
+    memmove(&b->procs.v[at + 1], &b->procs.v[at], (b->procs.n - 1 - at) * sizeof(bp));
+    b->procs.v[at] = bp;
+}
+
+static void
+nr_free_proc(cfg_bproc_t *bp)
+{
+    CFG_VEC_FREE(bp->blocks);
+    CFG_VEC_FREE(bp->edges);
+    CFG_VEC_FREE(bp->noret_sites);
+}
+
+/* A copy of B's procedures in C, for an analysis from scratch. */
+static void
+nr_copy(const cfg_builder_t *b, cfg_builder_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->gen = b->gen;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t bp = b->procs.v[i];
+        memset(&bp.blocks, 0, sizeof(bp.blocks));
+        memset(&bp.edges, 0, sizeof(bp.edges));
+        memset(&bp.noret_sites, 0, sizeof(bp.noret_sites));
+        for (size_t k = 0; k < b->procs.v[i].blocks.n; k++)
+            ck_assert_int_eq(CFG_VEC_PUSH(bp.blocks, b->procs.v[i].blocks.v[k]), 0);
+        for (size_t k = 0; k < b->procs.v[i].edges.n; k++)
+            ck_assert_int_eq(CFG_VEC_PUSH(bp.edges, b->procs.v[i].edges.v[k]), 0);
+        bp.nr_dirty = 0;
+        ck_assert_int_eq(CFG_VEC_PUSH(c->procs, bp), 0);
+    }
+}
+
+static void
+nr_builder_free(cfg_builder_t *b)
+{
+    for (size_t i = 0; i < b->procs.n; i++)
+        nr_free_proc(&b->procs.v[i]);
+    CFG_VEC_FREE(b->procs);
+    CFG_VEC_FREE(b->nr_dirty);
+    cfg_nr_deps_free(b->nr);
+}
+
+/* The procedure of B whose extent holds ADDR (EXACT: whose entry is ADDR), or -1. */
+static long
+nr_ref_find(const cfg_builder_t *b, uint64_t addr, int exact)
+{
+    for (size_t i = 0; i < b->procs.n; i++) {
+        const cfg_proc_t *p = &b->procs.v[i].p;
+        if (exact ? p->entry == addr : (addr >= p->entry && addr < p->end))
+            return (long)i;
+    }
+    return -1;
+}
+
+/* May procedure I of B return, by MR (the others' "may return")? The reference: every
+ * path from the entry, by a plain search. */
+static int
+nr_ref_may_return(const cfg_builder_t *b, size_t i, const uint8_t *mr)
+{
+    const cfg_bproc_t *bp = &b->procs.v[i];
+    if (bp->blocks.n == 0 || (bp->p.flags & CFG_PROC_RESUMED))
+        return 1;
+    uint8_t seen[16] = { 0 };
+    uint32_t stack[16], sp = 0;
+    ck_assert_uint_le(bp->blocks.n, 16);
+    stack[sp++] = bp->entry_block;
+    seen[bp->entry_block] = 1;
+    while (sp > 0) {
+        const cfg_block_t *bl = &bp->blocks.v[stack[--sp]];
+        for (uint32_t k = 0; k < bl->nsucc; k++) {
+            const cfg_edge_t *e = &bp->edges.v[bl->succ + k];
+            long c;
+            if (e->kind == CFG_EDGE_RETURN || e->kind == CFG_EDGE_UNRESOLVED)
+                return 1;
+            if (e->kind == CFG_EDGE_NORETURN)
+                continue;
+            if (e->kind == CFG_EDGE_TAILCALL) {
+                c = e->target ? nr_ref_find(b, e->target, 0) : -1;
+                if (c < 0 || mr[c])
+                    return 1;
+                continue;
+            }
+            if (e->kind == CFG_EDGE_CALLRET && bl->call_target
+                && (c = nr_ref_find(b, bl->call_target, 1)) >= 0 && !mr[c])
+                continue;
+            if (e->to != CFG_NONE && !seen[e->to]) {
+                seen[e->to] = 1;
+                stack[sp++] = e->to;
+            }
+        }
+    }
+    return 0;
+}
+
+/* B's marks are the least fixpoint of "may return", computed plainly, and no call to
+ * a procedure marked is left with its return edge. */
+static void
+nr_ref_check(const cfg_builder_t *b, int round)
+{
+    uint8_t mr[NR_SLOTS] = { 0 };
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t i = 0; i < b->procs.n; i++)
+            if (!mr[i] && !b->procs.v[i].name_noreturn
+                && !(b->procs.v[i].p.flags & CFG_PROC_FRAGMENT)
+                && nr_ref_may_return(b, i, mr))
+                mr[i] = changed = 1;
+    }
+    for (size_t i = 0; i < b->procs.n; i++) {
+        const cfg_bproc_t *bp = &b->procs.v[i];
+        int marked = !mr[i] && !(bp->p.flags & CFG_PROC_FRAGMENT);
+        ck_assert_msg(!!(bp->p.flags & CFG_PROC_NORETURN) == marked,
+            "round %d: procedure at %#llx: mark %d, the reference's %d", round,
+            (unsigned long long)bp->p.entry, !!(bp->p.flags & CFG_PROC_NORETURN), marked);
+    }
+    for (size_t i = 0; i < b->procs.n; i++) {
+        const cfg_bproc_t *bp = &b->procs.v[i];
+        for (size_t k = 0; k < bp->edges.n; k++) {
+            const cfg_edge_t *e = &bp->edges.v[k];
+            long c = e->kind == CFG_EDGE_CALLRET
+                ? nr_ref_find(b, bp->blocks.v[e->from].call_target, 1)
+                : -1;
+            ck_assert_msg(c < 0 || !(b->procs.v[c].p.flags & CFG_PROC_NORETURN),
+                "round %d: procedure at %#llx: its call of %#llx returns", round,
+                (unsigned long long)bp->p.entry,
+                (unsigned long long)bp->blocks.v[e->from].call_target);
+        }
+    }
+}
+
+START_TEST(test_cfg_noreturn_incremental_vs_scratch)
+{
+    uint32_t seed = 4242u + (uint32_t)_i * 7919u;
+    cfg_builder_t b;
+    cfg_u64_vec_t noret = { 0 }, noret2 = { 0 };
+    memset(&b, 0, sizeof(b));
+    for (uint32_t s = 0; s < NR_SLOTS; s++)
+        if (nr_rand(&seed) % 3 != 0)
+            nr_add_proc(&b, s, &seed);
+    nr_extents(&b);
+    for (int round = 0; round < 40; round++) {
+        if (round > 0) {
+            /* What happens between two analyses: procedures built again, added, removed
+             * (then extents change), tied as fragments or untied. */
+            uint32_t r = nr_rand(&seed) % 4;
+            if (r == 0) {
+                nr_add_proc(&b, nr_rand(&seed) % NR_SLOTS, &seed);
+                nr_extents(&b);
+            } else if (r == 1 && b.procs.n > 2) {
+                size_t at = nr_rand(&seed) % b.procs.n;
+                nr_free_proc(&b.procs.v[at]);
+                memmove(&b.procs.v[at], &b.procs.v[at + 1],
+                    (b.procs.n - 1 - at) * sizeof(cfg_bproc_t));
+                b.procs.n--;
+                nr_extents(&b);
+            }
+            for (uint32_t k = nr_rand(&seed) % 5; k > 0; k--) {
+                cfg_bproc_t *bp = &b.procs.v[nr_rand(&seed) % b.procs.n];
+                if (nr_rand(&seed) % 4 == 0)
+                    bp->p.flags ^= CFG_PROC_FRAGMENT;
+                else
+                    nr_rand_body(&b, bp, &seed);
+                nr_dirty(&b, bp);
+            }
+        }
+        cfg_builder_t c;
+        nr_copy(&b, &c);
+        ck_assert_int_eq(cfg_nr_noreturn_and_prune(&b, &noret), 0);
+        ck_assert_int_eq(cfg_nr_noreturn_and_prune(&c, &noret2), 0);
+        ck_assert_uint_eq(noret.n, noret2.n);
+        for (size_t i = 0; i < noret.n; i++)
+            ck_assert_uint_eq(noret.v[i], noret2.v[i]);
+        for (size_t i = 0; i < b.procs.n; i++) {
+            const cfg_bproc_t *x = &b.procs.v[i], *y = &c.procs.v[i];
+            ck_assert_msg(x->p.flags == y->p.flags
+                    && cfg_nr_may_return(&b, i) == cfg_nr_may_return(&c, i),
+                "round %d: procedure at %#llx", round, (unsigned long long)x->p.entry);
+            ck_assert_uint_eq(x->blocks.n, y->blocks.n);
+            ck_assert_uint_eq(x->edges.n, y->edges.n);
+            for (size_t k = 0; k < x->edges.n; k++)
+                ck_assert_msg(x->edges.v[k].kind == y->edges.v[k].kind
+                        && x->edges.v[k].to == y->edges.v[k].to,
+                    "round %d: procedure at %#llx, edge %zu", round,
+                    (unsigned long long)x->p.entry, k);
+        }
+        nr_ref_check(&c, round);
+        nr_builder_free(&c);
+    }
+    /* Not a vacuous test: some never return, some calls were cut. */
+    size_t cut = 0;
+    for (size_t i = 0; i < b.procs.n; i++)
+        cut += b.procs.v[i].noret_sites.n;
+    ck_assert_uint_gt(noret.n, 0);
+    ck_assert_uint_gt(cut, 0);
+    CFG_VEC_FREE(noret);
+    CFG_VEC_FREE(noret2);
+    nr_builder_free(&b);
+}
+END_TEST
+
 static Suite *
 cfg_units_suite(void)
 {
@@ -1646,6 +1960,10 @@ cfg_units_suite(void)
     tcase_add_test(tc, test_cfg_loops_large_is_fast);
     tcase_add_test(tc, test_cfg_ehhdr_table);
     tcase_set_timeout(tc, 30);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("noreturn");
+    tcase_add_loop_test(tc, test_cfg_noreturn_incremental_vs_scratch, 0, 20);
     suite_add_tcase(s, tc);
     return s;
 }
