@@ -220,6 +220,9 @@ typedef struct drv_result {
     uint64_t ip_block_why_bytes[ED_IP_NREASONS]; /* ... and their bytes */
     drv_ip_why_t *ip_why;    /* procedures left in place and not measured, by reason */
     size_t nip_why, ip_why_cap;
+    ed_inplace_t *inplace;   /* the in-place entries the points were fitted with, for
+                              * ed_plan_set_inplace (the caller hands them to the plan,
+                              * then sets this NULL); or NULL */
     int atomic;              /* counters use locked increments (QP_DESC_ATOMIC) */
     int threads;             /* the program can start threads (QP_DESC_THREADS) */
     int watcher;             /* a shared library that defines pthread_create (a libc): its

@@ -1044,7 +1044,10 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         prep_drop(&prep[b]);
         free(prep[b].items);
     }
-    ed_inplace_destroy(pass.ip);
+    if (rc == 0)
+        res->inplace = pass.ip; /* for the plan, which would make it again */
+    else
+        ed_inplace_destroy(pass.ip);
     free(exits);
     free(leave);
     free(solid);
@@ -1150,6 +1153,7 @@ drv_result_free(drv_result_t *res)
     free(res->xlate_site);
     free(res->xlate_miss);
     free(res->ip_why);
+    ed_inplace_destroy(res->inplace);
     memset(res, 0, sizeof(*res));
 }
 

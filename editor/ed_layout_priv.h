@@ -164,6 +164,8 @@ struct ed_plan {
     ed_probe_t *ip_probes;    /* the probes of procedures left in place (ED_PROBE_INPLACE),
                                * sorted by address */
     size_t nip_probes;
+    ed_inplace_t *inplace;    /* the driver's in-place entries (ed_plan_set_inplace), owned
+                               * until edl_inplace_apply takes them; or NULL */
     ed_anchor_t *anchors;     /* AArch64 tables whose base moves (ed_anchor.c), by adr */
     size_t nanchors, anchor_cap;
 };
