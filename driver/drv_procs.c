@@ -122,9 +122,10 @@ callee_set(const cfg_prog_t *prog, int (*is_name)(const char *), uint64_t **out,
         free(v);
         return QP_ENOMEM;
     }
+    int any = 0; /* (none: no procedure tail-calls one either) */
     for (uint32_t i = 0; i < prog->nprocs; i++)
-        is[i] = (uint8_t)is_name(prog->procs[i].name);
-    for (int changed = 1; changed;) {
+        any |= is[i] = (uint8_t)is_name(prog->procs[i].name);
+    for (int changed = any; changed;) {
         changed = 0;
         for (uint32_t i = 0; i < prog->nprocs; i++) {
             const cfg_proc_t *p = &prog->procs[i];

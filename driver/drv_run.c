@@ -181,7 +181,7 @@ enum { LEAVE_GUESS = 4 };
  * calls there). A malloc'd byte per procedure, or NULL when out of memory.
  */
 static uint8_t *
-leaving_procs(const cfg_prog_t *prog, const uint8_t *marks)
+leaving_procs(const cfg_prog_t *prog, const drv_entries_t *entries, const uint8_t *marks)
 {
     uint32_t n = prog->nprocs;
     uint8_t *leave = calloc(n + 1, 1);
@@ -235,10 +235,10 @@ leaving_procs(const cfg_prog_t *prog, const uint8_t *marks)
             const cfg_block_t *b = &prog->blocks[ed->from];
             uint64_t t = ed->kind == CFG_EDGE_CALLRET || ed->kind == CFG_EDGE_NORETURN
                 ? b->call_target : ed->kind == CFG_EDGE_TAILCALL ? ed->target : 0;
-            const cfg_proc_t *cp = t ? cfg_proc_entered_at(prog, t) : NULL;
-            if (cp == NULL)
+            uint32_t callee = drv_entered(entries, t);
+            if (callee == CFG_NONE)
                 continue;
-            uint32_t callee = (uint32_t)(cp - prog->procs), caller = cfg_proc_owner(prog, b->proc);
+            uint32_t caller = cfg_proc_owner(prog, b->proc);
             if (caller == CFG_NONE)
                 continue;
             if (pass == 0) {
@@ -389,15 +389,6 @@ count_unseen_sites(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *
     }
 }
 
-/* The string-table offset of the name of the code at TARGET (one copy per callee). */
-static int
-callee_name(drv_result_t *res, const cfg_prog_t *prog, uint64_t target, uint32_t *off)
-{
-    *off = 0;
-    const cfg_proc_t *cp = cfg_proc_entered_at(prog, target);
-    return cp != NULL ? proc_name(res, prog, cp, off) : 0;
-}
-
 static int
 add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint8_t kind,
          const cfg_prog_t *prog)
@@ -405,11 +396,11 @@ add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint
     QP_CHECK(cfg_vec_grow((void **)&res->calls, &res->calls_site_cap, res->ncalls + 1,
         sizeof(qp_desc_call_t)));
     qp_desc_call_t c = { .target = target, .block = block, .edge = edge, .kind = kind };
-    const cfg_proc_t *cp = target != 0 ? cfg_proc_entered_at(prog, target) : NULL;
-    if (cp != NULL)
-        c.flags = res->callee_marks[cp - prog->procs] & ~CALLF_SETJMP;
-    if (target != 0)
-        QP_CHECK(callee_name(res, prog, target, &c.name));
+    uint32_t cp = drv_entered(&res->entries, target);
+    if (cp != CFG_NONE) {
+        c.flags = res->callee_marks[cp] & ~CALLF_SETJMP;
+        QP_CHECK(proc_name(res, prog, &prog->procs[cp], &c.name));
+    }
     res->calls[res->ncalls++] = c;
     return 0;
 }
@@ -533,8 +524,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         uint64_t callee = 0;
         if (g->last_kind[i] == ARCH_KIND_CALL || g->last_kind[i] == ARCH_KIND_JMP)
             callee = g->last_target[i];
-        const cfg_proc_t *cp = callee ? cfg_proc_entered_at(prog, callee) : NULL;
-        uint8_t cf = cp != NULL ? res->callee_marks[cp - prog->procs] : 0;
+        uint32_t cp = drv_entered(&res->entries, callee);
+        uint8_t cf = cp != CFG_NONE ? res->callee_marks[cp] : 0;
         int exec = g->last_kind[i] == ARCH_KIND_CALL && (cf & QP_CALLF_EXEC);
         if (!inplace && ((callee != 0 && cfg_u64_contains(exits, nexits, callee)) || exec)) {
             QP_CHECK(add_probe(res, g->last[i], ED_AT_BEFORE, ED_SNIP_EXIT_HOOK, 0, 0));
@@ -995,7 +986,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     QP_CHECK(add_string(res, "", &off));
     res->callee_names = calloc(prog->nprocs + 1, sizeof(uint32_t));
     res->callee_marks = callee_marks(prog);
-    if (res->callee_names == NULL || res->callee_marks == NULL) {
+    if (res->callee_names == NULL || res->callee_marks == NULL
+        || drv_entries_build(prog, &res->entries) < 0) {
         drv_result_free(res);
         return QP_ENOMEM;
     }
@@ -1016,7 +1008,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
                              cfg_image_runtime(prog->img) != CFG_RUNTIME_C };
     if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
-    uint8_t *leave = rc == 0 ? leaving_procs(prog, res->callee_marks) : NULL;
+    uint8_t *leave = rc == 0 ? leaving_procs(prog, &res->entries, res->callee_marks) : NULL;
     uint8_t *solid = NULL, *by_calls = NULL;
     if (rc == 0 && leave == NULL)
         rc = QP_ENOMEM;
@@ -1153,6 +1145,7 @@ drv_result_free(drv_result_t *res)
     free(res->xlate_site);
     free(res->xlate_miss);
     free(res->ip_why);
+    drv_entries_free(&res->entries);
     ed_inplace_destroy(res->inplace);
     memset(res, 0, sizeof(*res));
 }

@@ -2341,6 +2341,44 @@ START_TEST(test_drv_weights_add_get)
 }
 END_TEST
 
+/* drv_entered finds what cfg_proc_entered_at finds, at every procedure's entry, every
+ * block's start and the byte after, every edge's target, and 0: this test's own code. */
+START_TEST(test_drv_entries)
+{
+    cfg_image_t *img;
+    cfg_prog_t *prog;
+    ck_assert_int_eq(cfg_image_open_bfd("/proc/self/exe", &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    drv_entries_t m;
+    ck_assert_int_eq(drv_entries_build(prog, &m), 0);
+    size_t n = 0, found = 0;
+    uint64_t *a = malloc((2 * (size_t)prog->nblocks + prog->nprocs + prog->nedges + 1)
+                         * sizeof(uint64_t));
+    ck_assert_ptr_nonnull(a);
+    a[n++] = 0;
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        a[n++] = prog->procs[i].entry;
+    for (uint32_t i = 0; i < prog->nblocks; i++) {
+        a[n++] = prog->blocks[i].start;
+        a[n++] = prog->blocks[i].start + 1;
+    }
+    for (uint32_t i = 0; i < prog->nedges; i++)
+        a[n++] = prog->edges[i].target;
+    for (size_t k = 0; k < n; k++) {
+        const cfg_proc_t *p = cfg_proc_entered_at(prog, a[k]);
+        uint32_t want = p != NULL ? (uint32_t)(p - prog->procs) : CFG_NONE;
+        ck_assert_msg(drv_entered(&m, a[k]) == want, "0x%llx: %u, not %u",
+                      (unsigned long long)a[k], drv_entered(&m, a[k]), want);
+        found += want != CFG_NONE;
+    }
+    ck_assert_uint_gt(found, prog->nprocs / 2);
+    free(a);
+    drv_entries_free(&m);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 static Suite *
 qp_suite(void)
 {
@@ -2356,6 +2394,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_formats_5_6_7);
     tcase_add_test(tc, test_qp_desc_threads_same_bytes);
     tcase_add_test(tc, test_qp_desc_index_stream);
+    tcase_add_test(tc, test_drv_entries);
     tcase_add_test(tc, test_qp_desc_lazy);
     tcase_add_test(tc, test_qp_zero_summaries_threads);
     tcase_add_test(tc, test_qp_desc_lazy_later);
