@@ -153,7 +153,9 @@ struct ed_plan {
     int laid_out;             /* layout() has run */
     size_t collect_grain;     /* testing: the instructions a part of the slots' collection
                                * reserves, about (0: ed_layout.c's COLLECT_GRAIN); the
-                               * plan is the same for any */
+                               * plan is the same for any, and the same for the slots a
+                               * part of the index by old address takes (plan->idx;
+                               * 0: INDEX_GRAIN) */
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
     ed_stats_t stats;         /* figures */

@@ -225,6 +225,7 @@ same_layout(const ed_plan_t *a, const ed_plan_t *b)
                       "slot %zu of %zu differs: old 0x%x / 0x%x, new 0x%x / 0x%x", i,
                       a->nslots, x->old, y->old, x->new_, y->new_);
     }
+    ck_assert(memcmp(a->idx, b->idx, a->nslots * sizeof(uint32_t)) == 0); /* by address */
     ck_assert_uint_eq(a->nstubs, b->nstubs);
     for (size_t i = 0; i < a->nstubs; i++) {
         const ed_stub_t *x = &a->stubs[i], *y = &b->stubs[i];
@@ -275,7 +276,8 @@ START_TEST(test_plan_collect_parts_joined)
         }
     ck_assert_uint_gt(nentry, 100);
     ck_assert_uint_gt(nfalling, 100);
-    /* One procedure a part (as many parts as procedures), on one and on three threads. */
+    /* One procedure a part (as many parts as procedures), and about one slot a part of
+     * the index by address, on one and on three threads. */
     for (unsigned threads = 1; threads <= 3; threads += 2) {
         ed_plan_t *small = laid_out(prog, 1, threads);
         same_layout(whole, small);
