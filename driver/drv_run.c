@@ -186,10 +186,15 @@ leaving_procs(const cfg_prog_t *prog, const drv_entries_t *entries, const uint8_
     uint32_t n = prog->nprocs;
     uint8_t *leave = calloc(n + 1, 1);
     uint32_t *first = calloc(n + 2, sizeof(uint32_t)), *queue = malloc((n + 1) * sizeof(uint32_t));
-    uint32_t *callers = NULL, ncalls = 0;
+    uint32_t *callers = NULL, *fill = NULL, ncalls = 0;
+    uint32_t *pairs = NULL; /* the calls and tail calls: caller, callee, in edge order */
+    size_t pairs_cap = 0;
     uint8_t *indirect = calloc(n + 1, 1); /* makes calls or tail calls through pointers */
     if (leave == NULL || first == NULL || queue == NULL || indirect == NULL)
         goto fail;
+    /* One pass over the edges: calls through pointers, computed gotos, and the calls
+     * between procedures (counted by callee for the callers' CSR below), the callers of
+     * longjmp-like functions and of those that throw marked. */
     for (uint32_t e = 0; e < prog->nedges; e++) {
         const cfg_edge_t *ed = &prog->edges[e];
         const cfg_block_t *b = &prog->blocks[ed->from];
@@ -198,10 +203,28 @@ leaving_procs(const cfg_prog_t *prog, const drv_entries_t *entries, const uint8_
             || (ed->kind == CFG_EDGE_TAILCALL && ed->target == 0)
             || ed->kind == CFG_EDGE_UNRESOLVED;
         uint32_t caller = cfg_proc_owner(prog, b->proc);
-        if (ind && caller != CFG_NONE)
+        if (caller == CFG_NONE)
+            continue;
+        if (ind)
             indirect[caller] = 1;
-        if (ed->kind == CFG_EDGE_INDIRECT && caller != CFG_NONE)
+        if (ed->kind == CFG_EDGE_INDIRECT)
             leave[caller] |= LEAVE_GUESS;
+        uint64_t t = ed->kind == CFG_EDGE_CALLRET || ed->kind == CFG_EDGE_NORETURN
+            ? b->call_target : ed->kind == CFG_EDGE_TAILCALL ? ed->target : 0;
+        uint32_t callee = drv_entered(entries, t);
+        if (callee == CFG_NONE)
+            continue;
+        if (cfg_vec_grow((void **)&pairs, &pairs_cap, 2 * ((size_t)ncalls + 1),
+                         sizeof(uint32_t)) < 0)
+            goto fail;
+        pairs[2 * ncalls] = caller;
+        pairs[2 * ncalls + 1] = callee;
+        ncalls++;
+        first[callee + 1]++;
+        if (marks[callee] & QP_CALLF_LONGJMP)
+            leave[caller] |= 1;
+        if (marks[callee] & QP_CALLF_THROW)
+            leave[caller] |= 2;
     }
     /* A shared library's calls through pointers (its PLT stubs among them) may go into
      * other modules: a callback of the program that throws or longjmps abandons the
@@ -217,44 +240,18 @@ leaving_procs(const cfg_prog_t *prog, const drv_entries_t *entries, const uint8_
     if (cfg_image_runtime(prog->img) == CFG_RUNTIME_GO)
         for (uint32_t c = 0; c < n; c++)
             leave[c] |= 2;
-    /* Callers by callee (CSR): count, then fill. */
-    for (int pass = 0; pass < 2; pass++) {
-        uint32_t *fill = NULL;
-        if (pass == 1) {
-            for (uint32_t c = 0; c < n; c++)
-                first[c + 1] += first[c];
-            if ((callers = malloc((ncalls + 1) * sizeof(uint32_t))) == NULL
-                || (fill = malloc((n + 1) * sizeof(uint32_t))) == NULL) {
-                free(fill);
-                goto fail;
-            }
-            memcpy(fill, first, n * sizeof(uint32_t));
-        }
-        for (uint32_t e = 0; e < prog->nedges; e++) {
-            const cfg_edge_t *ed = &prog->edges[e];
-            const cfg_block_t *b = &prog->blocks[ed->from];
-            uint64_t t = ed->kind == CFG_EDGE_CALLRET || ed->kind == CFG_EDGE_NORETURN
-                ? b->call_target : ed->kind == CFG_EDGE_TAILCALL ? ed->target : 0;
-            uint32_t callee = drv_entered(entries, t);
-            if (callee == CFG_NONE)
-                continue;
-            uint32_t caller = cfg_proc_owner(prog, b->proc);
-            if (caller == CFG_NONE)
-                continue;
-            if (pass == 0) {
-                first[callee + 1]++;
-                ncalls++;
-                uint8_t f = marks[callee];
-                if (f & QP_CALLF_LONGJMP)
-                    leave[caller] |= 1;
-                if (f & QP_CALLF_THROW)
-                    leave[caller] |= 2;
-            } else {
-                callers[fill[callee]++] = caller;
-            }
-        }
-        free(fill);
-    }
+    /* Callers by callee (CSR), from the counts of the pass above. */
+    for (uint32_t c = 0; c < n; c++)
+        first[c + 1] += first[c];
+    if ((callers = malloc((ncalls + 1) * sizeof(uint32_t))) == NULL
+        || (fill = malloc((n + 1) * sizeof(uint32_t))) == NULL)
+        goto fail;
+    memcpy(fill, first, n * sizeof(uint32_t));
+    for (uint32_t k = 0; k < ncalls; k++)
+        callers[fill[pairs[2 * k + 1]]++] = pairs[2 * k];
+    free(fill);
+    free(pairs);
+    fill = pairs = NULL;
     /* Up the call graph from the procedures that leave, one kind at a time; when one
      * whose address is taken leaves, so may every procedure that calls through a
      * pointer (and their callers in turn). */
@@ -293,6 +290,8 @@ fail:
     free(first);
     free(queue);
     free(callers);
+    free(fill);
+    free(pairs);
     free(indirect);
     return NULL;
 }
