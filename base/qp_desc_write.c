@@ -573,11 +573,11 @@ encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, const qp_desc_keys_t *ke
 }
 
 /* The index of D (qp_format.h, version 6; version 7 when KEYS is not NULL): everything
- * but the chunks' records. RAW[k], Z[k] and CB[k]: chunk k's bytes before and after
- * compression, and of its call sites. */
+ * but the chunks' records. Its head, made before the chunks are packed, holds the
+ * procedures and the call sites (all of them in version 6, the key sites in 7); its
+ * tail (encode_index_tail), the NC chunks' table and the strings. */
 static int
-encode_index(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
-             uint32_t nc, const size_t *raw, const size_t *z, const size_t *cb, wb_t *w)
+encode_index_head(const qp_desc_t *d, const qp_desc_keys_t *keys, uint32_t nc, wb_t *w)
 {
     run_t r;
     memset(&r, 0, sizeof(r));
@@ -604,6 +604,17 @@ encode_index(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t 
             put_call(w, &r, &d->calls[i]);
         put_exec_next(w, d, d->calls, d->hdr.ncalls);
     }
+    desc_entries_done(&r, NULL);
+    return w->err ? QP_ENOMEM : 0;
+}
+
+/* The index's tail: the table of chunks C[0..NC) (chunk k's RAW[k] bytes before and Z[k]
+ * after compression, CB[k] of them call sites; KEYS: version 7's fields too), then the
+ * strings. */
+static void
+encode_index_tail(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
+                  uint32_t nc, const size_t *raw, const size_t *z, const size_t *cb, wb_t *w)
+{
     for (uint32_t k = 0; k < nc; k++) {
         const chunk_plan_t *p = k ? &c[k - 1] : NULL;
         wb_uleb(w, c[k].nprocs);
@@ -628,10 +639,6 @@ encode_index(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t 
         }
     }
     wb_put(w, d->strtab, d->hdr.strtab_size);
-    desc_entries_done(&r, NULL);
-    if (w->err)
-        return QP_ENOMEM;
-    return w->len > UINT32_MAX ? QP_ERANGE : 0;
 }
 
 uint32_t
@@ -718,10 +725,13 @@ pack_one(void *arg, unsigned worker, size_t k)
 
 /* D's chunks: their records (chunk k's RAW[k] bytes, CB[k] of them call sites), encoded,
  * then compressed, on THREADS threads into Z (ZLEN[k] bytes each, in chunk order
- * whatever the threads; the preset depends on all chunks' records). */
+ * whatever the threads; the preset depends on all chunks' records). BESIDE(BESIDE_ARG),
+ * when not NULL, runs on the caller's thread while the others compress, RAW and CB
+ * known. */
 static int
 pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
-    uint32_t nc, unsigned threads, size_t *raw, size_t *cb, size_t *zlen, wb_t *z)
+    uint32_t nc, unsigned threads, size_t *raw, size_t *cb, size_t *zlen, wb_t *z,
+    void (*beside)(void *beside_arg), void *beside_arg)
 {
     wb_t *recs = calloc((size_t)nc + 1, sizeof(wb_t));
     uint8_t **out = calloc((size_t)nc + 1, sizeof(uint8_t *));
@@ -734,7 +744,7 @@ pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *
         total += raw[k];
     job.preset = total <= LZMA_SMALL ? 6 : 1;
     if (rc == 0)
-        rc = qp_parallel_for(threads, nc, 4, pack_one, &job, NULL);
+        rc = qp_parallel_for_beside(threads, nc, 4, pack_one, &job, beside, beside_arg);
     for (uint32_t k = 0; k < nc && out != NULL; k++) {
         if (rc == 0 && out[k] != NULL)
             wb_put(z, out[k], zlen[k]);
@@ -747,6 +757,108 @@ pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *
     free(out);
     free(recs);
     return rc;
+}
+
+/* Feed IN (N bytes) to the raw LZMA2 encoder S, its output appended to W: with ACTION
+ * LZMA_RUN, until S took them all; with LZMA_FINISH, to the stream's end. */
+static int
+stream_put(lzma_stream *s, const uint8_t *in, size_t n, lzma_action action, wb_t *w)
+{
+    s->next_in = in;
+    s->avail_in = n;
+    for (;;) {
+        size_t room = (size_t)1 << 16, start = w->len;
+        wb_put(w, NULL, room);
+        if (w->err)
+            return QP_ENOMEM;
+        s->next_out = w->p + start;
+        s->avail_out = room;
+        lzma_ret lr = lzma_code(s, action);
+        w->len = start + (room - s->avail_out);
+        if (lr == LZMA_STREAM_END)
+            return 0;
+        if (lr != LZMA_OK)
+            return lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_ERANGE;
+        if (action == LZMA_RUN && s->avail_in == 0)
+            return 0;
+    }
+}
+
+/* What of the dictionary size N an LZMA2 encoder's output depends on, for an input of
+ * at most N bytes: the power of two at or above it (the match finder's hash mask and
+ * the distance prices; the history and the chains hold the whole input either way). */
+static unsigned
+dict_class(uint32_t n)
+{
+    unsigned k = 0;
+    while (((uint64_t)1 << k) < n)
+        k++;
+    return k;
+}
+
+/*
+ * The index's stream begun beside the chunks' compression (cc1: 0.2 s that was the
+ * description's last serial step): its head compressed while the chunks are, its tail
+ * (the chunks' sizes) fed after. The bytes are those pack makes of the whole index at
+ * once (tests/check_desc.c: test_desc_index_stream): the encoder's output does not
+ * depend on how its input is cut, and its dictionary only through dict_class, so the
+ * size the index's bounds give (each chunk's stream at most pack's room for it) stands
+ * for the final one when both bounds are of one class. Else, and for an index that may
+ * be of at most LZMA_SMALL bytes (its preset depends on the chunks' sizes), nothing
+ * starts here and the index is packed whole after the chunks. (cc1: a head of 0.7 MB,
+ * then 1.4 MB of strings that must follow the chunks' table.)
+ */
+typedef struct index_stream {
+    const qp_desc_t *d;
+    const qp_desc_keys_t *keys;
+    const chunk_plan_t *c;
+    uint32_t nc;
+    const size_t *raw, *cb;  /* the chunks' sizes (pack_chunks' RAW, CB) */
+    const wb_t *head;        /* the index's head (encode_index_head) */
+    lzma_stream s;
+    int started;             /* S holds the head */
+    wb_t z;                  /* the stream so far */
+    int rc;
+} index_stream_t;
+
+/* The index's size when each chunk's stream takes Z bytes (NULL: pack's room for it). */
+static uint64_t
+index_size_with(const index_stream_t *x, const size_t *z)
+{
+    wb_t tail = { 0 };
+    size_t *room = z == NULL ? malloc(((size_t)x->nc + 1) * sizeof(size_t)) : NULL;
+    if (z == NULL && room == NULL)
+        return UINT64_MAX;
+    for (uint32_t k = 0; room != NULL && k < x->nc; k++)
+        room[k] = x->raw[k] + (x->raw[k] >> 3) + 4096; /* (pack's cap) */
+    encode_index_tail(x->d, x->keys, x->c, x->nc, x->raw, z != NULL ? z : room, x->cb, &tail);
+    uint64_t n = tail.err ? UINT64_MAX : x->head->len + tail.len;
+    free(tail.p);
+    free(room);
+    return n;
+}
+
+/* pack_chunks' beside step: the head into the index_stream_t ARG's stream, when it can. */
+static void
+index_stream_head(void *arg)
+{
+    index_stream_t *x = arg;
+    size_t *none = calloc((size_t)x->nc + 1, sizeof(size_t)); /* 1-byte sizes: the least */
+    uint64_t lo = none != NULL ? index_size_with(x, none) : UINT64_MAX;
+    uint64_t hi = lo != UINT64_MAX ? index_size_with(x, NULL) : UINT64_MAX;
+    free(none);
+    if (lo <= LZMA_SMALL || hi > UINT32_MAX
+        || dict_class(desc_dict_for(lo)) != dict_class(desc_dict_for(hi)))
+        return;
+    lzma_options_lzma o;
+    x->rc = desc_lzma_options(1, &o); /* (more than LZMA_SMALL bytes) */
+    o.dict_size = desc_dict_for(hi);
+    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+    if (x->rc == 0 && lzma_raw_encoder(&x->s, f) != LZMA_OK)
+        x->rc = QP_ENOMEM;
+    x->started = x->rc == 0;
+    if (x->rc == 0)
+        x->rc = stream_put(&x->s, x->head->p, x->head->len, LZMA_RUN, &x->z);
 }
 
 /* Version 5 (qp_format.h): one stream of every record. */
@@ -841,9 +953,20 @@ qp_desc_encode_threads(const qp_desc_t *d, uint32_t version, unsigned threads, u
     if (rc == 0 && version == QP_FORMAT_VERSION)
         rc = desc_keys_from_calls(d, &keys);
     if (rc == 0)
-        rc = pack_chunks(d, keys, c, nc, threads, raw, cb, zlen, &chunks);
+        rc = encode_index_head(d, keys, nc, &index);
+    size_t head = index.len;
+    index_stream_t xs = { d, keys, c, nc, raw, cb, &index, LZMA_STREAM_INIT, 0, { 0 }, 0 };
     if (rc == 0)
-        rc = encode_index(d, keys, c, nc, raw, zlen, cb, &index);
+        rc = pack_chunks(d, keys, c, nc, threads, raw, cb, zlen, &chunks, index_stream_head,
+                         &xs);
+    if (rc == 0)
+        rc = xs.rc;
+    if (rc == 0)
+        encode_index_tail(d, keys, c, nc, raw, zlen, cb, &index);
+    if (rc == 0 && index.err)
+        rc = QP_ENOMEM;
+    if (rc == 0 && index.len > UINT32_MAX)
+        rc = QP_ERANGE;
     desc_keys_free(keys);
     free(cb);
     qp_desc_hdr_t h = d->hdr;
@@ -855,9 +978,14 @@ qp_desc_encode_threads(const qp_desc_t *d, uint32_t version, unsigned threads, u
     size_t zindex = 0;
     if (rc == 0 && out.err)
         rc = QP_ENOMEM;
-    if (rc == 0)
+    if (rc == 0 && xs.started) {
+        rc = stream_put(&xs.s, index.p + head, index.len - head, LZMA_FINISH, &xs.z);
+        wb_put(&out, xs.z.p, xs.z.len);
+    } else if (rc == 0)
         rc = pack(index.p, index.len, index.len + chunks.len <= LZMA_SMALL ? 6 : 1, &out,
                   &zindex);
+    lzma_end(&xs.s);
+    free(xs.z.p);
     if (rc == 0)
         wb_put(&out, chunks.p, chunks.len);
     if (rc == 0 && out.err)

@@ -184,6 +184,19 @@ typedef struct drv_gap {
 
 #define DRV_GAPS 5 /* procedures kept in drv_result_t.gaps */
 
+/* PROG's procedures by entry (drv_entries.c): drv_entered(M, ADDR) is the index of the
+ * procedure cfg_proc_entered_at(PROG, ADDR) gives, or CFG_NONE, found by hashing.
+ * drv_entries_build: 0 or QP_ENOMEM. */
+typedef struct drv_entries {
+    uint64_t *addr;  /* per slot: an entry, or 0 */
+    uint32_t *proc;  /* ... its procedure */
+    uint32_t mask;   /* the slots, less one */
+} drv_entries_t;
+
+int drv_entries_build(const cfg_prog_t *prog, drv_entries_t *m /*OUT*/);
+uint32_t drv_entered(const drv_entries_t *m, uint64_t addr);
+void drv_entries_free(drv_entries_t *m);
+
 typedef struct drv_result {
     ed_probe_t *probes;      /* for ed_plan_set_probes */
     size_t nprobes;
@@ -231,6 +244,9 @@ typedef struct drv_result {
     uint64_t ip_block_why_bytes[ED_IP_NREASONS]; /* ... and their bytes */
     drv_ip_why_t *ip_why;    /* procedures left in place and not measured, by reason */
     size_t nip_why, ip_why_cap;
+    ed_inplace_t *inplace;   /* the in-place entries the points were fitted with, for
+                              * ed_plan_set_inplace (the caller hands them to the plan,
+                              * then sets this NULL); or NULL */
     int atomic;              /* counters use locked increments (QP_DESC_ATOMIC) */
     int threads;             /* the program can start threads (QP_DESC_THREADS) */
     int watcher;             /* a shared library that defines pthread_create (a libc): its
@@ -252,6 +268,7 @@ typedef struct drv_result {
                               * call site named it, else 0 (while describing) */
     uint8_t *callee_marks;   /* per program procedure: what a call to it does by its name
                               * (QP_CALLF_*, setjmp; while describing) */
+    drv_entries_t entries;   /* the program's procedures by entry (while describing) */
     size_t calls_site_cap;
     drv_ind_site_t *ind;     /* indirect call sites with a target table */
     size_t nind;

@@ -181,15 +181,20 @@ enum { LEAVE_GUESS = 4 };
  * calls there). A malloc'd byte per procedure, or NULL when out of memory.
  */
 static uint8_t *
-leaving_procs(const cfg_prog_t *prog, const uint8_t *marks)
+leaving_procs(const cfg_prog_t *prog, const drv_entries_t *entries, const uint8_t *marks)
 {
     uint32_t n = prog->nprocs;
     uint8_t *leave = calloc(n + 1, 1);
     uint32_t *first = calloc(n + 2, sizeof(uint32_t)), *queue = malloc((n + 1) * sizeof(uint32_t));
-    uint32_t *callers = NULL, ncalls = 0;
+    uint32_t *callers = NULL, *fill = NULL, ncalls = 0;
+    uint32_t *pairs = NULL; /* the calls and tail calls: caller, callee, in edge order */
+    size_t pairs_cap = 0;
     uint8_t *indirect = calloc(n + 1, 1); /* makes calls or tail calls through pointers */
     if (leave == NULL || first == NULL || queue == NULL || indirect == NULL)
         goto fail;
+    /* One pass over the edges: calls through pointers, computed gotos, and the calls
+     * between procedures (counted by callee for the callers' CSR below), the callers of
+     * longjmp-like functions and of those that throw marked. */
     for (uint32_t e = 0; e < prog->nedges; e++) {
         const cfg_edge_t *ed = &prog->edges[e];
         const cfg_block_t *b = &prog->blocks[ed->from];
@@ -198,10 +203,28 @@ leaving_procs(const cfg_prog_t *prog, const uint8_t *marks)
             || (ed->kind == CFG_EDGE_TAILCALL && ed->target == 0)
             || ed->kind == CFG_EDGE_UNRESOLVED;
         uint32_t caller = cfg_proc_owner(prog, b->proc);
-        if (ind && caller != CFG_NONE)
+        if (caller == CFG_NONE)
+            continue;
+        if (ind)
             indirect[caller] = 1;
-        if (ed->kind == CFG_EDGE_INDIRECT && caller != CFG_NONE)
+        if (ed->kind == CFG_EDGE_INDIRECT)
             leave[caller] |= LEAVE_GUESS;
+        uint64_t t = ed->kind == CFG_EDGE_CALLRET || ed->kind == CFG_EDGE_NORETURN
+            ? b->call_target : ed->kind == CFG_EDGE_TAILCALL ? ed->target : 0;
+        uint32_t callee = drv_entered(entries, t);
+        if (callee == CFG_NONE)
+            continue;
+        if (cfg_vec_grow((void **)&pairs, &pairs_cap, 2 * ((size_t)ncalls + 1),
+                         sizeof(uint32_t)) < 0)
+            goto fail;
+        pairs[2 * ncalls] = caller;
+        pairs[2 * ncalls + 1] = callee;
+        ncalls++;
+        first[callee + 1]++;
+        if (marks[callee] & QP_CALLF_LONGJMP)
+            leave[caller] |= 1;
+        if (marks[callee] & QP_CALLF_THROW)
+            leave[caller] |= 2;
     }
     /* A shared library's calls through pointers (its PLT stubs among them) may go into
      * other modules: a callback of the program that throws or longjmps abandons the
@@ -217,44 +240,18 @@ leaving_procs(const cfg_prog_t *prog, const uint8_t *marks)
     if (cfg_image_runtime(prog->img) == CFG_RUNTIME_GO)
         for (uint32_t c = 0; c < n; c++)
             leave[c] |= 2;
-    /* Callers by callee (CSR): count, then fill. */
-    for (int pass = 0; pass < 2; pass++) {
-        uint32_t *fill = NULL;
-        if (pass == 1) {
-            for (uint32_t c = 0; c < n; c++)
-                first[c + 1] += first[c];
-            if ((callers = malloc((ncalls + 1) * sizeof(uint32_t))) == NULL
-                || (fill = malloc((n + 1) * sizeof(uint32_t))) == NULL) {
-                free(fill);
-                goto fail;
-            }
-            memcpy(fill, first, n * sizeof(uint32_t));
-        }
-        for (uint32_t e = 0; e < prog->nedges; e++) {
-            const cfg_edge_t *ed = &prog->edges[e];
-            const cfg_block_t *b = &prog->blocks[ed->from];
-            uint64_t t = ed->kind == CFG_EDGE_CALLRET || ed->kind == CFG_EDGE_NORETURN
-                ? b->call_target : ed->kind == CFG_EDGE_TAILCALL ? ed->target : 0;
-            const cfg_proc_t *cp = t ? cfg_proc_entered_at(prog, t) : NULL;
-            if (cp == NULL)
-                continue;
-            uint32_t callee = (uint32_t)(cp - prog->procs), caller = cfg_proc_owner(prog, b->proc);
-            if (caller == CFG_NONE)
-                continue;
-            if (pass == 0) {
-                first[callee + 1]++;
-                ncalls++;
-                uint8_t f = marks[callee];
-                if (f & QP_CALLF_LONGJMP)
-                    leave[caller] |= 1;
-                if (f & QP_CALLF_THROW)
-                    leave[caller] |= 2;
-            } else {
-                callers[fill[callee]++] = caller;
-            }
-        }
-        free(fill);
-    }
+    /* Callers by callee (CSR), from the counts of the pass above. */
+    for (uint32_t c = 0; c < n; c++)
+        first[c + 1] += first[c];
+    if ((callers = malloc((ncalls + 1) * sizeof(uint32_t))) == NULL
+        || (fill = malloc((n + 1) * sizeof(uint32_t))) == NULL)
+        goto fail;
+    memcpy(fill, first, n * sizeof(uint32_t));
+    for (uint32_t k = 0; k < ncalls; k++)
+        callers[fill[pairs[2 * k + 1]]++] = pairs[2 * k];
+    free(fill);
+    free(pairs);
+    fill = pairs = NULL;
     /* Up the call graph from the procedures that leave, one kind at a time; when one
      * whose address is taken leaves, so may every procedure that calls through a
      * pointer (and their callers in turn). */
@@ -293,6 +290,8 @@ fail:
     free(first);
     free(queue);
     free(callers);
+    free(fill);
+    free(pairs);
     free(indirect);
     return NULL;
 }
@@ -389,15 +388,6 @@ count_unseen_sites(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *
     }
 }
 
-/* The string-table offset of the name of the code at TARGET (one copy per callee). */
-static int
-callee_name(drv_result_t *res, const cfg_prog_t *prog, uint64_t target, uint32_t *off)
-{
-    *off = 0;
-    const cfg_proc_t *cp = cfg_proc_entered_at(prog, target);
-    return cp != NULL ? proc_name(res, prog, cp, off) : 0;
-}
-
 static int
 add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint8_t kind,
          const cfg_prog_t *prog)
@@ -405,11 +395,11 @@ add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint
     QP_CHECK(cfg_vec_grow((void **)&res->calls, &res->calls_site_cap, res->ncalls + 1,
         sizeof(qp_desc_call_t)));
     qp_desc_call_t c = { .target = target, .block = block, .edge = edge, .kind = kind };
-    const cfg_proc_t *cp = target != 0 ? cfg_proc_entered_at(prog, target) : NULL;
-    if (cp != NULL)
-        c.flags = res->callee_marks[cp - prog->procs] & ~CALLF_SETJMP;
-    if (target != 0)
-        QP_CHECK(callee_name(res, prog, target, &c.name));
+    uint32_t cp = drv_entered(&res->entries, target);
+    if (cp != CFG_NONE) {
+        c.flags = res->callee_marks[cp] & ~CALLF_SETJMP;
+        QP_CHECK(proc_name(res, prog, &prog->procs[cp], &c.name));
+    }
     res->calls[res->ncalls++] = c;
     return 0;
 }
@@ -533,8 +523,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         uint64_t callee = 0;
         if (g->last_kind[i] == ARCH_KIND_CALL || g->last_kind[i] == ARCH_KIND_JMP)
             callee = g->last_target[i];
-        const cfg_proc_t *cp = callee ? cfg_proc_entered_at(prog, callee) : NULL;
-        uint8_t cf = cp != NULL ? res->callee_marks[cp - prog->procs] : 0;
+        uint32_t cp = drv_entered(&res->entries, callee);
+        uint8_t cf = cp != CFG_NONE ? res->callee_marks[cp] : 0;
         int exec = g->last_kind[i] == ARCH_KIND_CALL && (cf & QP_CALLF_EXEC);
         if (!inplace && ((callee != 0 && cfg_u64_contains(exits, nexits, callee)) || exec)) {
             QP_CHECK(add_probe(res, g->last[i], ED_AT_BEFORE, ED_SNIP_EXIT_HOOK, 0, 0));
@@ -600,11 +590,16 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         };
         res->nedges++;
     }
-    /* The procedure's sites in block order (calls first: they come from the blocks). */
+    /* The procedure's sites in block order (calls first: they come from the blocks);
+     * most have no site on an edge and are strictly in order already: not sorted. */
     uint32_t first = first_call;
     while (first > 0 && res->calls[first - 1].block >= d->block)
         first--;
-    if (res->ncalls > first)
+    uint32_t in_order = first;
+    while (in_order + 1 < res->ncalls
+           && cmp_call(&res->calls[in_order], &res->calls[in_order + 1]) < 0)
+        in_order++;
+    if (in_order + 1 < res->ncalls)
         qsort(res->calls + first, res->ncalls - first, sizeof(qp_desc_call_t), cmp_call);
     res->nedges_total += g->nedges;
     res->nprocs++;
@@ -764,6 +759,8 @@ typedef struct prep_item {
     drv_graph_t g;
     int rc;      /* drv_graph_build's (or prepare's) answer */
     int made;    /* G was made and not taken yet */
+    int spent;   /* G is one run_pass is done with, which the next prep_one of the item
+                  * frees (on the pool: cc1 0.03 s of the serial step) */
 } prep_item_t;
 
 typedef struct prep {
@@ -786,6 +783,9 @@ prep_one(void *arg, unsigned worker, size_t k)
     prep_t *p = arg;
     prep_item_t *it = &p->items[k];
     uint32_t i = p->lo + (uint32_t)k;
+    if (it->spent)
+        drv_graph_free(&it->g);
+    it->spent = 0;
     if ((p->prog->procs[i].flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT))
         || ed_plan_left_reason(p->plan, i) != NULL)
         return 0;
@@ -798,15 +798,31 @@ prep_one(void *arg, unsigned worker, size_t k)
     return 0; /* errors are the taker's, in procedure order */
 }
 
-/* Free the graphs of P's batch that were not taken. */
+/* Free the graphs of P's batch that were not taken, and (SPENT) those given back. */
 static void
-prep_drop(prep_t *p)
+prep_drop(prep_t *p, int spent)
 {
-    for (uint32_t k = 0; p->items != NULL && k < p->hi - p->lo; k++) {
-        if (p->items[k].made && p->items[k].rc == 0)
-            drv_graph_free(&p->items[k].g);
-        p->items[k].made = 0;
+    for (uint32_t k = 0; p->items != NULL && k < PREP_BATCH; k++) {
+        prep_item_t *it = &p->items[k];
+        if ((it->made && it->rc == 0) || (spent && it->spent))
+            drv_graph_free(&it->g);
+        it->made = 0;
+        it->spent &= !spent;
     }
+}
+
+/* Procedure I's graph G, described: freed, or given back to its item in P for the
+ * pool to free. */
+static void
+prep_give_back(prep_t *p, uint32_t i, drv_graph_t *g)
+{
+    prep_item_t *it = p->items != NULL && i >= p->lo && i < p->hi ? &p->items[i - p->lo] : NULL;
+    if (it == NULL || it->made || it->spent) {
+        drv_graph_free(g);
+        return;
+    }
+    it->g = *g;
+    it->spent = 1;
 }
 
 /* Procedure I's graph into *G (as drv_graph_build, whose answer it returns): made ahead
@@ -826,10 +842,18 @@ prep_take(prep_t *p, uint32_t i, drv_graph_t *g)
 static void
 prep_reset(prep_t *p, uint32_t lo)
 {
-    prep_drop(p);
+    prep_drop(p, 0);
     p->lo = lo;
     p->hi = p->prog->nprocs - lo > PREP_BATCH ? lo + PREP_BATCH : p->prog->nprocs;
-    memset(p->items, 0, PREP_BATCH * sizeof(prep_item_t));
+    for (uint32_t k = 0; p->items != NULL && k < PREP_BATCH; k++) {
+        prep_item_t *it = &p->items[k];
+        if (it->spent && k >= p->hi - p->lo) { /* (no prep_one of it in this batch) */
+            drv_graph_free(&it->g);
+            it->spent = 0;
+        }
+        if (!it->spent) /* (a spent graph stays for prep_one to free) */
+            memset(it, 0, sizeof(*it));
+    }
 }
 
 /* What run_pass's steps over the procedures share. */
@@ -897,7 +921,7 @@ pass_proc(pass_t *c, uint32_t i)
             res->ncounters = c0; /* nothing of it is used */
         else if (rc == 0)
             rc = describe_measured(res, &g, c->exits, c->nexits, c->leave, 0);
-        drv_graph_free(&g);
+        prep_give_back(c->prep, i, &g);
     }
     if (rc == DRV_NOT_MEASURED && c->solid[i])
         return DRV_AGAIN; /* its callees may count on its counts */
@@ -964,7 +988,7 @@ pass_all(pass_t *c, prep_t *prep, unsigned threads)
                                             step_range, c));
         } else {
             step_range(c);
-            prep_drop(next);
+            prep_drop(next, 1);
             next->lo = next->hi = n; /* the last batch */
         }
     }
@@ -995,7 +1019,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     QP_CHECK(add_string(res, "", &off));
     res->callee_names = calloc(prog->nprocs + 1, sizeof(uint32_t));
     res->callee_marks = callee_marks(prog);
-    if (res->callee_names == NULL || res->callee_marks == NULL) {
+    if (res->callee_names == NULL || res->callee_marks == NULL
+        || drv_entries_build(prog, &res->entries) < 0) {
         drv_result_free(res);
         return QP_ENOMEM;
     }
@@ -1016,7 +1041,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
                              cfg_image_runtime(prog->img) != CFG_RUNTIME_C };
     if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
-    uint8_t *leave = rc == 0 ? leaving_procs(prog, res->callee_marks) : NULL;
+    uint8_t *leave = rc == 0 ? leaving_procs(prog, &res->entries, res->callee_marks) : NULL;
     uint8_t *solid = NULL, *by_calls = NULL;
     if (rc == 0 && leave == NULL)
         rc = QP_ENOMEM;
@@ -1041,10 +1066,13 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     if (rc == 0)
         rc = pass_all(&pass, prep, threads);
     for (int b = 0; b < 2; b++) {
-        prep_drop(&prep[b]);
+        prep_drop(&prep[b], 1);
         free(prep[b].items);
     }
-    ed_inplace_destroy(pass.ip);
+    if (rc == 0)
+        res->inplace = pass.ip; /* for the plan, which would make it again */
+    else
+        ed_inplace_destroy(pass.ip);
     free(exits);
     free(leave);
     free(solid);
@@ -1150,6 +1178,8 @@ drv_result_free(drv_result_t *res)
     free(res->xlate_site);
     free(res->xlate_miss);
     free(res->ip_why);
+    drv_entries_free(&res->entries);
+    ed_inplace_destroy(res->inplace);
     memset(res, 0, sizeof(*res));
 }
 

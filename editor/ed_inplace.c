@@ -253,13 +253,28 @@ ed_plan_inplace_unfit(const ed_plan_t *plan, uint32_t proc)
  */
 
 int
+ed_plan_set_inplace(ed_plan_t *plan, ed_inplace_t *ip)
+{
+    if (plan == NULL || (ip != NULL && (ip->plan != plan || ip->prog != plan->prog))
+        || plan->stats.inplace_text != 0)
+        return QP_EINVAL;
+    ed_inplace_destroy(plan->inplace);
+    plan->inplace = ip;
+    return 0;
+}
+
+int
 edl_inplace_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
-    if (plan->nip_probes == 0 || plan->stats.inplace_text != 0)
+    ed_inplace_t *ip = plan->inplace; /* the driver's, or made here */
+    plan->inplace = NULL;
+    if (plan->nip_probes == 0 || plan->stats.inplace_text != 0) {
+        ed_inplace_destroy(ip);
         return 0; /* none, or applied already */
+    }
     const cfg_prog_t *prog = plan->prog;
-    ed_inplace_t *ip;
-    QP_CHECK(ed_inplace_create(prog, plan, &ip));
+    if (ip == NULL)
+        QP_CHECK(ed_inplace_create(prog, plan, &ip));
     uint32_t *lens = malloc(plan->nip_probes * 2 * sizeof(uint32_t));
     int rc = lens == NULL ? QP_ENOMEM : 0;
     uint64_t size = 0;

@@ -153,7 +153,9 @@ struct ed_plan {
     int laid_out;             /* layout() has run */
     size_t collect_grain;     /* testing: the instructions a part of the slots' collection
                                * reserves, about (0: ed_layout.c's COLLECT_GRAIN); the
-                               * plan is the same for any */
+                               * plan is the same for any, and the same for the slots a
+                               * part of the index by old address takes (plan->idx;
+                               * 0: INDEX_GRAIN) */
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
     ed_stats_t stats;         /* figures */
@@ -164,6 +166,8 @@ struct ed_plan {
     ed_probe_t *ip_probes;    /* the probes of procedures left in place (ED_PROBE_INPLACE),
                                * sorted by address */
     size_t nip_probes;
+    ed_inplace_t *inplace;    /* the driver's in-place entries (ed_plan_set_inplace), owned
+                               * until edl_inplace_apply takes them; or NULL */
     ed_anchor_t *anchors;     /* AArch64 tables whose base moves (ed_anchor.c), by adr */
     size_t nanchors, anchor_cap;
 };

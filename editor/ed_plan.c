@@ -79,6 +79,7 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->unfit);
     free(plan->copied);
     free(plan->ip_probes);
+    ed_inplace_destroy(plan->inplace);
     free(plan->dropped);
     free(plan->dropped_owner);
     free(plan->idx);

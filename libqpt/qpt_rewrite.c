@@ -467,6 +467,8 @@ measure_plan(void *arg, ed_plan_t *plan, const elfw_instr_t **instr)
         rc = drv_trace_plan_mem(c->tr, prog, &c->nmrefs, &c->nmvals);
     if (rc < 0 || (rc = ed_plan_set_probes(plan, c->res.probes, c->res.nprobes)) < 0)
         return rc;
+    if (ed_plan_set_inplace(plan, c->res.inplace) == 0)
+        c->res.inplace = NULL; /* the plan's now (else drv_result_free frees it) */
     drv_choose_inc(prog, &c->res, c->atomic, &c->inc);
     ed_plan_set_inc_mode(plan, c->inc.mode);
     c->res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;

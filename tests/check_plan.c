@@ -378,6 +378,7 @@ same_layout(const ed_plan_t *a, const ed_plan_t *b)
                       "slot %zu of %zu differs: old 0x%x / 0x%x, new 0x%x / 0x%x", i,
                       a->nslots, x->old, y->old, x->new_, y->new_);
     }
+    ck_assert(memcmp(a->idx, b->idx, a->nslots * sizeof(uint32_t)) == 0); /* by address */
     ck_assert_uint_eq(a->nstubs, b->nstubs);
     for (size_t i = 0; i < a->nstubs; i++) {
         const ed_stub_t *x = &a->stubs[i], *y = &b->stubs[i];
@@ -428,13 +429,52 @@ START_TEST(test_plan_collect_parts_joined)
         }
     ck_assert_uint_gt(nentry, 100);
     ck_assert_uint_gt(nfalling, 100);
-    /* One procedure a part (as many parts as procedures), on one and on three threads. */
+    /* One procedure a part (as many parts as procedures), and about one slot a part of
+     * the index by address, on one and on three threads. */
     for (unsigned threads = 1; threads <= 3; threads += 2) {
         ed_plan_t *small = laid_out(prog, 1, threads);
         same_layout(whole, small);
         ed_plan_destroy(small);
     }
     ed_plan_destroy(whole);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+/* The driver's in-place entries handed to the plan (ed_plan_set_inplace): taken only
+ * for the plan and program they were made for, then owned (freed) by the plan. */
+START_TEST(test_plan_set_inplace)
+{
+    const char *path = "/usr/bin/bash";
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "test_plan_set_inplace: no %s, skipped\n", path);
+        return;
+    }
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    ed_opts_t eo = { 0 };
+    ed_plan_t *a = NULL, *b = NULL;
+    ck_assert_int_eq(ed_plan_create(prog, &eo, &a), 0);
+    ck_assert_int_eq(ed_plan_create(prog, &eo, &b), 0);
+    ed_inplace_t *ip = NULL, *other = NULL;
+    ck_assert_int_eq(ed_inplace_create(prog, a, &ip), 0);
+    ck_assert_int_eq(ed_inplace_create(prog, a, &other), 0);
+    ck_assert_int_eq(ed_plan_set_inplace(b, ip), QP_EINVAL); /* made for A */
+    ck_assert_ptr_null(b->inplace);
+    ck_assert_int_eq(ed_plan_set_inplace(a, ip), 0);
+    ck_assert_ptr_eq(a->inplace, ip);
+    ck_assert_int_eq(ed_plan_set_inplace(a, other), 0); /* IP freed (valgrind/ASan) */
+    ck_assert_ptr_eq(a->inplace, other);
+    ck_assert_int_eq(ed_plan_set_inplace(a, NULL), 0);
+    ck_assert_ptr_null(a->inplace);
+    ck_assert_int_eq(ed_inplace_create(prog, a, &ip), 0);
+    ck_assert_int_eq(ed_plan_set_inplace(a, ip), 0);
+    ck_assert_int_eq(ed_plan_set_inplace(NULL, NULL), QP_EINVAL);
+    ed_plan_destroy(b);
+    ed_plan_destroy(a); /* frees IP */
     cfg_prog_destroy(prog);
     cfg_image_destroy(img);
 }
@@ -453,6 +493,7 @@ plan_suite(void)
     suite_add_tcase(s, tc);
     TCase *lay = tcase_create("layout");
     tcase_set_timeout(lay, 120);
+    tcase_add_test(lay, test_plan_set_inplace);
     tcase_add_test(lay, test_plan_collect_parts_joined);
     suite_add_tcase(s, lay);
     return s;

@@ -502,6 +502,68 @@ START_TEST(test_qp_desc_threads_same_bytes)
 }
 END_TEST
 
+/* An index of more than 2 MiB (LZMA_SMALL) is compressed while the chunks are, its head
+ * beside them and its tail after (qp_desc_write.c: index_stream_t), into the stream that
+ * compressing it whole gives: read back from the file and compressed again at once with
+ * the writer's options (pack: preset 1, lc 1, lp 0, pb 0, a dictionary of its size), it
+ * is the same stream, on 1 and 3 threads. It fails when the stream's bytes depend on how
+ * it was fed, or when the head's dictionary (from bounds of the index's size) is of
+ * another power of two than the final one: the name's runs of two letters between
+ * runs of any bytes make long hash chains that collisions shorten, which liblzma 5.4
+ * then compresses otherwise. */
+START_TEST(test_qp_desc_index_stream)
+{
+    qp_desc_t d;
+    many_desc(&d, 4000);
+    enum { NAME = 2300000 }; /* the strings, at the index's end, exceed LZMA_SMALL */
+    char *s = malloc(NAME + 1);
+    ck_assert_ptr_nonnull(s);
+    uint32_t x = 1;
+    for (size_t i = 0; i < NAME; i++) {
+        x = x * 1103515245u + 12345u;
+        s[i] = (char)((i / 16) & 1 ? (x >> 16) % 255 + 1 : (uint32_t)"ab"[(x >> 16) & 1]);
+    }
+    s[NAME] = '\0';
+    ck_assert_int_eq(qp_desc_add_string(&d, s, &d.procs[1].name), 0);
+    free(s);
+    for (unsigned t = 1; t <= 3; t += 2) {
+        uint8_t *buf;
+        size_t len;
+        ck_assert_int_eq(qp_desc_serialize_threads(&d, t, &buf, &len), 0);
+        const qp_desc_hdr_t *h = (const qp_desc_hdr_t *)buf;
+        uint32_t body = h->body_size;
+        ck_assert_uint_gt(body, 2u << 20);
+        lzma_options_lzma o;
+        ck_assert(!lzma_lzma_preset(&o, 1));
+        o.lc = 1;
+        o.lp = 0;
+        o.pb = 0;
+        o.dict_size = body;
+        lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+        uint8_t *index = malloc(body);
+        size_t cap = body + (body >> 3) + 4096, in = 0, got = 0, z = 0;
+        uint8_t *again = malloc(cap);
+        ck_assert(index != NULL && again != NULL);
+        ck_assert_int_eq(lzma_raw_buffer_decode(f, NULL, buf + sizeof(*h), &in, len - sizeof(*h),
+                                                index, &got, body), LZMA_OK);
+        ck_assert_uint_eq(got, body);
+        ck_assert_int_eq(lzma_raw_buffer_encode(f, NULL, index, body, again, &z, cap), LZMA_OK);
+        ck_assert_uint_eq(z, in);
+        ck_assert_msg(memcmp(again, buf + sizeof(*h), z) == 0, "%u threads: another stream", t);
+        qp_desc_t back;
+        char why[256] = "";
+        ck_assert_msg(qp_desc_parse(buf, len, &back, why, sizeof(why)) == 0, "%s", why);
+        ck_assert_uint_eq(back.hdr.strtab_size, d.hdr.strtab_size);
+        ck_assert_int_eq(memcmp(back.strtab, d.strtab, d.hdr.strtab_size), 0);
+        qp_desc_free(&back);
+        free(again);
+        free(index);
+        free(buf);
+    }
+    qp_desc_free(&d);
+}
+END_TEST
+
 START_TEST(test_qp_desc_versions_and_sizes)
 {
     qp_desc_t d, back;
@@ -2279,6 +2341,44 @@ START_TEST(test_drv_weights_add_get)
 }
 END_TEST
 
+/* drv_entered finds what cfg_proc_entered_at finds, at every procedure's entry, every
+ * block's start and the byte after, every edge's target, and 0: this test's own code. */
+START_TEST(test_drv_entries)
+{
+    cfg_image_t *img;
+    cfg_prog_t *prog;
+    ck_assert_int_eq(cfg_image_open_bfd("/proc/self/exe", &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    drv_entries_t m;
+    ck_assert_int_eq(drv_entries_build(prog, &m), 0);
+    size_t n = 0, found = 0;
+    uint64_t *a = malloc((2 * (size_t)prog->nblocks + prog->nprocs + prog->nedges + 1)
+                         * sizeof(uint64_t));
+    ck_assert_ptr_nonnull(a);
+    a[n++] = 0;
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        a[n++] = prog->procs[i].entry;
+    for (uint32_t i = 0; i < prog->nblocks; i++) {
+        a[n++] = prog->blocks[i].start;
+        a[n++] = prog->blocks[i].start + 1;
+    }
+    for (uint32_t i = 0; i < prog->nedges; i++)
+        a[n++] = prog->edges[i].target;
+    for (size_t k = 0; k < n; k++) {
+        const cfg_proc_t *p = cfg_proc_entered_at(prog, a[k]);
+        uint32_t want = p != NULL ? (uint32_t)(p - prog->procs) : CFG_NONE;
+        ck_assert_msg(drv_entered(&m, a[k]) == want, "0x%llx: %u, not %u",
+                      (unsigned long long)a[k], drv_entered(&m, a[k]), want);
+        found += want != CFG_NONE;
+    }
+    ck_assert_uint_gt(found, prog->nprocs / 2);
+    free(a);
+    drv_entries_free(&m);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 static Suite *
 qp_suite(void)
 {
@@ -2293,6 +2393,8 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_versions_and_sizes);
     tcase_add_test(tc, test_qp_desc_formats_5_6_7);
     tcase_add_test(tc, test_qp_desc_threads_same_bytes);
+    tcase_add_test(tc, test_qp_desc_index_stream);
+    tcase_add_test(tc, test_drv_entries);
     tcase_add_test(tc, test_qp_desc_lazy);
     tcase_add_test(tc, test_qp_zero_summaries_threads);
     tcase_add_test(tc, test_qp_desc_lazy_later);
