@@ -363,7 +363,8 @@ dyn_pt_follow_stop_all(dyn_proc_t *p)
     return rc;
 }
 
-/* Do the return of the breakpoint routine for thread T (stopped after its int3). */
+/* Do the return of the breakpoint routine for thread T (stopped after its int3, or held
+ * in the guard's trampoline: its futex wait, if it is in one, not restarted). */
 static int
 step_over(dyn_thread_t *t)
 {
@@ -376,6 +377,7 @@ step_over(dyn_thread_t *t)
         return QP_EIO;
     regs.rip = (uint64_t)ret;
     regs.rsp += 8;
+    regs.orig_rax = (unsigned long long)-1;
     return ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0 ? QP_EIO : 0;
 }
 
@@ -503,6 +505,7 @@ dyn_proc_unfollow(dyn_proc_t *p)
         if (p->brk != 0 && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0
             && (t->at_brk || dyn_pt_guard_in(p, regs.rip))) {
             regs.rip = p->brk; /* the original routine runs again, for real */
+            regs.orig_rax = (unsigned long long)-1; /* (no futex call to restart) */
             if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0 && rc == 0)
                 rc = QP_EIO;
         }

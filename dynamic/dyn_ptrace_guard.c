@@ -13,13 +13,17 @@
  *     tramp: cmpl  $TID, lock(%rip)     the lock is not dyn's (dead, or let go):
  *            jne   out                  the routine's own return
  *            lock incl waiting(%rip)    tell dyn (dyn_proc_poll reads the count)
- *     spin:  pause
+ *     hold:  futex(&lock, FUTEX_WAIT, TID, 5 ms)   blocked while the word is TID;
  *            cmpl  $TID, lock(%rip)     held while dyn lives, until dyn moves the
- *            je    spin                 thread out (it does the return for it)
+ *            je    hold                 thread out (it does the return for it)
  *     out:   ret
  *
  * The stack is the routine's at its entry all along (a jump, no call), so a thread
- * anywhere in it is let go by doing the return for it, or put back at r_brk itself.
+ * anywhere in it is let go by doing the return for it, or put back at r_brk itself
+ * (its futex call cancelled: orig_rax -1). The wait's timeout lets a held thread see
+ * dyn's death within 5 ms (the kernel wakes only waiters that marked the word, which
+ * these do not). Only registers a call may clobber are used (rax, rcx, rdx, rsi, rdi,
+ * r10, r11, the flags).
  */
 #include "config.h"
 
@@ -29,9 +33,10 @@
 
 #define PAGE 4096u
 #define WAITING_OFF 64 /* the count of held threads, in the shared page */
-#define SPIN_OFF 19    /* offsets in the trampoline (the code above) */
-#define OUT_OFF 33
-#define TRAMP_LEN 34
+#define HOLD_OFF 19 /* offsets in the trampoline (the code above) */
+#define OUT_OFF 59
+#define TS_OFF 64 /* the wait's timeout, a struct timespec */
+#define TRAMP_LEN 80
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 1u
 #endif
@@ -112,7 +117,8 @@ put32(uint8_t *c, uint32_t v)
 static void
 tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint32_t tid)
 {
-    uint64_t waiting = lock + WAITING_OFF;
+    const int64_t ts[2] = { 0, 5000000 };
+    memset(c, 0xcc, TRAMP_LEN);
     c[0] = 0x81; /* cmpl $tid, lock(%rip) */
     c[1] = 0x3d;
     put32(c + 2, (uint32_t)(lock - (code + 10)));
@@ -122,16 +128,31 @@ tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint32_t tid)
     c[12] = 0xf0; /* lock incl waiting(%rip) */
     c[13] = 0xff;
     c[14] = 0x05;
-    put32(c + 15, (uint32_t)(waiting - (code + 19)));
-    c[SPIN_OFF] = 0xf3; /* pause */
-    c[20] = 0x90;
-    c[21] = 0x81; /* cmpl $tid, lock(%rip) */
-    c[22] = 0x3d;
-    put32(c + 23, (uint32_t)(lock - (code + 31)));
-    put32(c + 27, tid);
-    c[31] = 0x74; /* je spin */
-    c[32] = (uint8_t)(SPIN_OFF - 33);
+    put32(c + 15, (uint32_t)(lock + WAITING_OFF - (code + 19)));
+    c[HOLD_OFF] = 0xb8; /* mov $SYS_futex, %eax */
+    put32(c + 20, SYS_futex);
+    c[24] = 0x48; /* lea lock(%rip), %rdi */
+    c[25] = 0x8d;
+    c[26] = 0x3d;
+    put32(c + 27, (uint32_t)(lock - (code + 31)));
+    c[31] = 0x31; /* xor %esi, %esi (FUTEX_WAIT) */
+    c[32] = 0xf6;
+    c[33] = 0xba; /* mov $tid, %edx */
+    put32(c + 34, tid);
+    c[38] = 0x4c; /* lea ts(%rip), %r10 */
+    c[39] = 0x8d;
+    c[40] = 0x15;
+    put32(c + 41, (uint32_t)(TS_OFF - 45));
+    c[45] = 0x0f; /* syscall */
+    c[46] = 0x05;
+    c[47] = 0x81; /* cmpl $tid, lock(%rip) */
+    c[48] = 0x3d;
+    put32(c + 49, (uint32_t)(lock - (code + 57)));
+    put32(c + 53, tid);
+    c[57] = 0x74; /* je hold */
+    c[58] = (uint8_t)(HOLD_OFF - 59);
     c[OUT_OFF] = 0xc3; /* ret */
+    memcpy(c + TS_OFF, ts, sizeof(ts));
 }
 
 /* Lock the robust, process-shared mutex at the start of PAGE (dyn's side): its word is
@@ -242,14 +263,14 @@ dyn_pt_guard_settled(const dyn_proc_t *p)
 int
 dyn_pt_guard_holds(const dyn_proc_t *p, uint64_t rip)
 {
-    return p->guard.code != 0 && rip >= p->guard.code + SPIN_OFF
+    return p->guard.code != 0 && rip >= p->guard.code + HOLD_OFF
         && rip < p->guard.code + OUT_OFF;
 }
 
 int
 dyn_pt_guard_in(const dyn_proc_t *p, uint64_t rip)
 {
-    return p->guard.code != 0 && rip >= p->guard.code && rip < p->guard.code + TRAMP_LEN;
+    return p->guard.code != 0 && rip >= p->guard.code && rip <= p->guard.code + OUT_OFF;
 }
 
 void
