@@ -5,7 +5,7 @@
  * Process control (dyn_ptrace.c), the program as a whole: its load bias, running a
  * program dyn started to its entry, its executable and children, and following a running
  * process (dyn_proc_follow: its threads stay seized while it runs, to see its clones,
- * forks, execs and a breakpoint).
+ * forks, execs and the loader's breakpoint, held only while dyn lives).
  */
 #include "config.h"
 
@@ -236,14 +236,24 @@ dyn_proc_children(int pid, int **out, size_t *n)
  * Following a running process (dyn_proc_follow): seized while it runs
  *
  * The second exception to "detached while it runs" (see the top): to see the dynamic
- * linker load and unload libraries (an int3 on r_brk, the routine it calls after each
- * change of the link map), forks and execs, the threads stay seized under PTRACE_CONT
- * (never a single step) while the process runs, with PTRACE_O_TRACECLONE, _TRACEFORK and
- * _TRACEEXEC. Signals are passed on at once, group stops kept (PTRACE_LISTEN). The
- * breakpoint routine is a bare return (`ret`, or `endbr64; ret`, checked), so a thread
- * that hit it is let go by doing that return for it. Should dyn die, the threads go on;
- * the int3 stays until `dyn clean` (the next dlopen in between kills the process with
- * SIGTRAP).
+ * linker load and unload libraries (a breakpoint on r_brk, the routine it calls after
+ * each change of the link map), forks and execs, the threads stay seized under
+ * PTRACE_CONT (never a single step) while the process runs, with PTRACE_O_TRACECLONE,
+ * _TRACEFORK and _TRACEEXEC. Signals are passed on at once, group stops kept
+ * (PTRACE_LISTEN). The breakpoint routine is a bare return (`ret` before alignment
+ * padding, or `endbr64; ret`, checked), so a thread held on it is let go by doing that
+ * return for it.
+ *
+ * The breakpoint never outlives dyn (dyn_ptrace_guard.c): r_brk jumps to a trampoline
+ * that holds the thread (a futex wait, no trap, no signal) only while a robust lock in
+ * a page shared with the process is held by dyn's thread; the kernel marks that lock
+ * when the thread ends, however it ends, and the trampoline is a bare return from then
+ * on. A held thread counts itself in the page; dyn_proc_poll reads the count, stops the
+ * process and reports DYN_EV_BREAK. Should dyn die, the threads go on and so do their
+ * dlopens; `dyn clean` puts r_brk's bytes back. Only when the jump has no room (a `ret`
+ * with no padding after it) or the page cannot be made is it the int3 of old instead
+ * (at_break): that one stays when dyn dies, and the next dlopen kills the process with
+ * SIGTRAP unless `dyn clean` ran first.
  */
 
 /* Is the stop ST of thread TID the int3 of P's breakpoint (its unguarded form)? */
