@@ -614,10 +614,15 @@ dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/)
         goto exec;
     }
     if (dyn_pt_guard_waiting(p)) { /* a thread is held in the guard's trampoline */
-        QP_CHECK(dyn_pt_follow_stop_all(p));
-        mark_held(p);
-        ev->kind = DYN_EV_BREAK;
-        return 0;
+        int rc = dyn_pt_follow_stop_all(p);
+        if (rc == 0) {
+            mark_held(p);
+            ev->kind = DYN_EV_BREAK;
+            return 0;
+        }
+        if (errno != ESRCH)
+            return rc;
+        dyn_pt_guard_settled(p); /* no thread left to hold: the end is seen below */
     }
     for (size_t i = 0; i < p->nth; i++) {
         dyn_thread_t *t = &p->th[i];

@@ -13,7 +13,8 @@
 #      plain run (with the int3 of old, the next dlopen died of SIGTRAP: status 133);
 #  (c) `dyn clean PID` after a kill puts the loader's r_brk back ("the loader's
 #      breakpoint ... put back") and the program still ends right; a second clean finds
-#      nothing more to put back.
+#      nothing more to put back;
+#  (d) a session that ends by itself (--duration) leaves no shared page (qpt-brk).
 # Skips (77) without gcc or when ptrace is not allowed. Exit: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=.}"
@@ -66,6 +67,20 @@ done
 grep -q -h 'libqt.so loaded: 1 procedures instrumented' "$d"/r0.8.err \
     && ok "dyn saw the loads while it lived" || bad "no load seen: $(cat "$d/r0.8.err")"
 round c 0.3 clean
+
+# (d) a session that ends (--duration) takes everything out: no shared page left
+"$d/main" "$lib" $N 10 >"$d/dur.out" 2>&1 &
+tpid=$!
+sleep 0.1
+"$DYN" attach $tpid -c 'libqt.so:lib_sum' --duration 0.5 >/dev/null 2>"$d/dur.err"
+expect_eq "duration: dyn's exit status" $? 0
+grep -q 'libqt.so loaded: 1 procedures instrumented' "$d/dur.err" \
+    && ok "duration: loads seen" || bad "duration: no load seen: $(cat "$d/dur.err")"
+expect_eq "duration: shared pages left" "$(grep -c 'qpt-brk' /proc/$tpid/maps)" 0
+wait $tpid
+rc=$?
+tpid=
+expect_eq "duration: the program's exit status" $rc 0
 
 [ $fails -eq 0 ] || exit 1
 exit 0
