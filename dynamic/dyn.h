@@ -275,16 +275,22 @@ dyn_proc_exec_to_entry(dyn_proc_t *p);
  * (dyn_proc_resume lets them go on instead of detaching), new threads are seized as
  * they start, and forks, execs and the breakpoint of dyn_proc_set_break are reported
  * by dyn_proc_poll. dyn_proc_unfollow (or dyn_proc_destroy) ends it. Should dyn die
- * meanwhile, the threads go on (a breakpoint stays in until `dyn clean`).
+ * meanwhile, the threads go on (the breakpoint's jump stays in, harmless, until
+ * `dyn clean`; see dyn_proc_set_break).
  */
 int
 dyn_proc_follow(dyn_proc_t *p);
 
 /*
- * A breakpoint (int3) at ADDR of the stopped, followed process P, where a routine that
- * only returns must be (`ret`, or `endbr64; ret`: QP_EUNSUPP otherwise): the dynamic
- * linker's r_brk (dyn_proc_r_debug). A thread that hits it is reported by dyn_proc_poll,
- * and let go by dyn_proc_resume, which does the return for it. One at a time.
+ * A breakpoint at ADDR of the stopped, followed process P, where a routine that only
+ * returns must be (`ret`, or `endbr64; ret`: QP_EUNSUPP otherwise): the dynamic linker's
+ * r_brk (dyn_proc_r_debug). A thread that hits it is reported by dyn_proc_poll, and let
+ * go by dyn_proc_resume, which does the return for it. One at a time. It holds threads
+ * only while the calling thread of dyn lives (a jump to a trampoline that waits on a
+ * robust lock this thread holds, in a page shared with P: that thread must be the one
+ * that follows P until dyn_proc_unfollow); when there is no room for the jump (`ret`
+ * with no padding after it) or P cannot make the page, an int3, which a killed dyn
+ * leaves behind.
  */
 int
 dyn_proc_set_break(dyn_proc_t *p, uint64_t addr);

@@ -438,20 +438,24 @@ free_region(dyn_proc_t *p, const region_t *g, const uint64_t *w, size_t n, int u
 }
 
 /*
- * The int3 a following dyn (libraries loaded later) put on the loader's r_brk, put back
- * to the file's byte (read through dyn_module_path: the very file mapped). *N counts it.
+ * The breakpoint a following dyn (libraries loaded later) put on the loader's r_brk, put
+ * back to the file's bytes (read through dyn_module_path: the very file mapped): the jump
+ * to its guard's trampoline (5 bytes; the trampoline's pages stay, unused), or the int3
+ * of an older dyn or of a process that could not take the guard (1 byte). *N counts it.
  */
 static void
 restore_break(dyn_proc_t *p, unsigned *n)
 {
     char path[64], line[4096 + 128], fpath[4200];
     uint64_t rd, brk;
-    uint8_t mem, file;
+    uint8_t mem, file[5];
+    size_t len;
     FILE *f;
 
     if (dyn_proc_r_debug(p, &rd, &brk) < 0 || dyn_proc_read(p, brk, &mem, 1) < 0
-        || mem != 0xcc)
+        || (mem != 0xcc && mem != 0xe9))
         return;
+    len = mem == 0xe9 ? 5 : 1;
     snprintf(path, sizeof(path), "/proc/%d/maps", dyn_proc_pid(p));
     if ((f = fopen(path, "r")) == NULL)
         return;
@@ -465,8 +469,10 @@ restore_break(dyn_proc_t *p, unsigned *n)
         uint64_t lo = m.one[0];
         if (dyn_module_path(dyn_proc_pid(p), &m, fpath, sizeof(fpath), &why) == 0
             && (fd = open(fpath, O_RDONLY | O_CLOEXEC)) >= 0) {
-            if (pread(fd, &file, 1, (off_t)(off + (brk - lo))) == 1 && file != 0xcc
-                && dyn_proc_write(p, brk, &file, 1) == 0)
+            /* (the file's routine is a bare return: never the byte found in memory) */
+            if (pread(fd, file, len, (off_t)(off + (brk - lo))) == (ssize_t)len
+                && (file[0] == 0xc3 || file[0] == 0xf3)
+                && dyn_proc_write(p, brk, file, len) == 0)
                 (*n)++;
             close(fd);
         }

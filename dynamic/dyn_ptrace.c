@@ -10,7 +10,8 @@
  * process's behalf through a small stub (see dyn_proc_syscall).
  *
  * Nothing here single-steps or plants a breakpoint (but dyn_proc_run_to_entry, in a
- * program dyn started and that is killed with dyn): if dyn dies (SIGKILL) at any moment,
+ * program dyn started and that is killed with dyn, and the int3 dyn_proc_set_break falls
+ * back to when its guarded jump cannot be put in): if dyn dies (SIGKILL) at any moment,
  * the kernel detaches the threads and each one must be able to go on as if nothing had
  * happened. A single step leaves the trap flag and the syscall-exit trap set in a thread
  * until its tracer resumes it, and a tracer that dies never does: the thread then dies

@@ -5,13 +5,14 @@
  * Process control (dyn_ptrace.c), the program as a whole: its load bias, running a
  * program dyn started to its entry, its executable and children, and following a running
  * process (dyn_proc_follow: its threads stay seized while it runs, to see its clones,
- * forks, execs and a breakpoint).
+ * forks, execs and the loader's breakpoint, held only while dyn lives).
  */
 #include "config.h"
 
 #include "dynamic/dyn_ptrace_priv.h"
 
 static int take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out);
+static void forget_break(dyn_proc_t *p);
 
 /*****************************************************************************
  * The main executable
@@ -95,7 +96,7 @@ dyn_proc_exec_to_entry(dyn_proc_t *p)
     dyn_pt_open_mem(p);
     p->stub = 0;
     p->stub_dirty = 0; /* (the old image is gone) */
-    p->brk = 0;
+    forget_break(p);
     p->execed = 0;
     follow = p->follow;
     p->follow = 0;
@@ -235,22 +236,32 @@ dyn_proc_children(int pid, int **out, size_t *n)
  * Following a running process (dyn_proc_follow): seized while it runs
  *
  * The second exception to "detached while it runs" (see the top): to see the dynamic
- * linker load and unload libraries (an int3 on r_brk, the routine it calls after each
- * change of the link map), forks and execs, the threads stay seized under PTRACE_CONT
- * (never a single step) while the process runs, with PTRACE_O_TRACECLONE, _TRACEFORK and
- * _TRACEEXEC. Signals are passed on at once, group stops kept (PTRACE_LISTEN). The
- * breakpoint routine is a bare return (`ret`, or `endbr64; ret`, checked), so a thread
- * that hit it is let go by doing that return for it. Should dyn die, the threads go on;
- * the int3 stays until `dyn clean` (the next dlopen in between kills the process with
- * SIGTRAP).
+ * linker load and unload libraries (a breakpoint on r_brk, the routine it calls after
+ * each change of the link map), forks and execs, the threads stay seized under
+ * PTRACE_CONT (never a single step) while the process runs, with PTRACE_O_TRACECLONE,
+ * _TRACEFORK and _TRACEEXEC. Signals are passed on at once, group stops kept
+ * (PTRACE_LISTEN). The breakpoint routine is a bare return (`ret` before alignment
+ * padding, or `endbr64; ret`, checked), so a thread held on it is let go by doing that
+ * return for it.
+ *
+ * The breakpoint never outlives dyn (dyn_ptrace_guard.c): r_brk jumps to a trampoline
+ * that holds the thread (a futex wait, no trap, no signal) only while a robust lock in
+ * a page shared with the process is held by dyn's thread; the kernel marks that lock
+ * when the thread ends, however it ends, and the trampoline is a bare return from then
+ * on. A held thread counts itself in the page; dyn_proc_poll reads the count, stops the
+ * process and reports DYN_EV_BREAK. Should dyn die, the threads go on and so do their
+ * dlopens; `dyn clean` puts r_brk's bytes back. Only when the jump has no room (a `ret`
+ * with no padding after it) or the page cannot be made is it the int3 of old instead
+ * (at_break): that one stays when dyn dies, and the next dlopen kills the process with
+ * SIGTRAP unless `dyn clean` ran first.
  */
 
-/* Is the stop ST of thread TID the int3 of P's breakpoint? */
+/* Is the stop ST of thread TID the int3 of P's breakpoint (its unguarded form)? */
 static int
 at_break(dyn_proc_t *p, int tid, int st)
 {
     struct user_regs_struct regs;
-    return p->brk != 0 && (st >> 16) == 0 && WSTOPSIG(st) == SIGTRAP
+    return p->brk != 0 && p->brk_len == 1 && (st >> 16) == 0 && WSTOPSIG(st) == SIGTRAP
         && ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0 && regs.rip == p->brk + 1;
 }
 
@@ -362,7 +373,8 @@ dyn_pt_follow_stop_all(dyn_proc_t *p)
     return rc;
 }
 
-/* Do the return of the breakpoint routine for thread T (stopped after its int3). */
+/* Do the return of the breakpoint routine for thread T (stopped after its int3, or held
+ * in the guard's trampoline: its futex wait, if it is in one, not restarted). */
 static int
 step_over(dyn_thread_t *t)
 {
@@ -375,6 +387,7 @@ step_over(dyn_thread_t *t)
         return QP_EIO;
     regs.rip = (uint64_t)ret;
     regs.rsp += 8;
+    regs.orig_rax = (unsigned long long)-1;
     return ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0 ? QP_EIO : 0;
 }
 
@@ -418,21 +431,69 @@ dyn_proc_follow(dyn_proc_t *p)
     return 0;
 }
 
+/* The breakpoint's guarded form (see the top): the jump to the trampoline written over
+ * r_brk at BRK, whose routine is B (N bytes read); a thread stopped inside the bytes it
+ * covers (on the `ret` after endbr64) is let return first. */
+static int
+set_guarded(dyn_proc_t *p, uint64_t brk, const uint8_t *b, size_t n)
+{
+    uint8_t jmp[5];
+
+    if (dyn_pt_guard_fits(brk, b, n) == 0 || dyn_pt_guard_make(p, brk) < 0)
+        return QP_EUNSUPP;
+    for (size_t i = 0; i < p->nth; i++) {
+        struct user_regs_struct regs;
+        dyn_thread_t *t = &p->th[i];
+        if (!t->gone && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0
+            && regs.rip > brk && regs.rip < brk + 5 && step_over(t) < 0) {
+            dyn_pt_guard_drop(p, 1);
+            return QP_EIO;
+        }
+    }
+    dyn_pt_guard_jump(p, brk, jmp);
+    if (dyn_proc_write(p, brk, jmp, sizeof(jmp)) < 0) {
+        dyn_pt_guard_drop(p, 1);
+        return QP_EIO;
+    }
+    memcpy(p->brk_orig, b, sizeof(jmp));
+    p->brk_len = (int)sizeof(jmp);
+    return 0;
+}
+
 int
 dyn_proc_set_break(dyn_proc_t *p, uint64_t addr)
 {
     static const uint8_t endbr_ret[5] = { 0xf3, 0x0f, 0x1e, 0xfa, 0xc3 };
-    uint8_t b[5], trap = 0xcc;
+    uint8_t b[16], trap = 0xcc;
+    size_t n = sizeof(b);
 
     if (p == NULL || !p->stopped || !p->follow || p->brk != 0 || addr == 0)
         return QP_EINVAL;
-    QP_CHECK(dyn_proc_read(p, addr, b, sizeof(b)));
-    if (b[0] != 0xc3 && memcmp(b, endbr_ret, sizeof(b)) != 0)
+    if (dyn_proc_read(p, addr, b, n) < 0)
+        QP_CHECK(dyn_proc_read(p, addr, b, n = 5));
+    if (b[0] != 0xc3 && memcmp(b, endbr_ret, sizeof(endbr_ret)) != 0)
         return QP_EUNSUPP;
+    if (set_guarded(p, addr, b, n) == 0) {
+        p->brk = addr;
+        return 0;
+    }
+    /* No room for the jump (a bare `ret` before code), or the process could not make
+     * the shared page: the plain int3, which outlives a killed dyn (see the top). */
     QP_CHECK(dyn_proc_write(p, addr, &trap, 1));
     p->brk = addr;
-    p->brk_orig = b[0];
+    p->brk_orig[0] = b[0];
+    p->brk_len = 1;
     return 0;
+}
+
+/* The process ran execve: its breakpoint went with the old image (dyn's side of the
+ * guard let go too). */
+static void
+forget_break(dyn_proc_t *p)
+{
+    dyn_pt_guard_drop(p, 0);
+    p->brk = 0;
+    p->brk_len = 0;
 }
 
 int
@@ -444,15 +505,17 @@ dyn_proc_unfollow(dyn_proc_t *p)
         return QP_EINVAL;
     if (!p->follow)
         return 0;
-    if (p->brk != 0 && dyn_proc_write(p, p->brk, &p->brk_orig, 1) < 0)
+    if (p->brk != 0 && dyn_proc_write(p, p->brk, p->brk_orig, (size_t)p->brk_len) < 0)
         rc = QP_EIO;
     for (size_t i = 0; i < p->nth; i++) {
         dyn_thread_t *t = &p->th[i];
         struct user_regs_struct regs;
         if (t->gone)
             continue;
-        if (t->at_brk && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0) {
+        if (p->brk != 0 && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0
+            && (t->at_brk || dyn_pt_guard_in(p, regs.rip))) {
             regs.rip = p->brk; /* the original routine runs again, for real */
+            regs.orig_rax = (unsigned long long)-1; /* (no futex call to restart) */
             if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0 && rc == 0)
                 rc = QP_EIO;
         }
@@ -466,7 +529,9 @@ dyn_proc_unfollow(dyn_proc_t *p)
             dyn_proc_destroy(c);
     }
     p->nforks = 0;
+    dyn_pt_guard_drop(p, rc == 0); /* (no thread is in the trampoline now) */
     p->brk = 0;
+    p->brk_len = 0;
     p->follow = 0;
     return rc;
 }
@@ -503,10 +568,25 @@ take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out)
     c->th[0].stopped = 1;
     c->stopped = 1;
     dyn_pt_open_mem(c);
-    if (p->brk != 0)
-        dyn_proc_write(c, p->brk, &p->brk_orig, 1);
+    if (p->brk != 0) /* (the guard's pages stay in its copy, unused) */
+        dyn_proc_write(c, p->brk, p->brk_orig, (size_t)p->brk_len);
     *out = c;
     return 0;
+}
+
+/* Every stopped thread held in the guard's trampoline is on the breakpoint (all stopped:
+ * the count of those held is then exact, and they leave it when resumed). */
+static void
+mark_held(dyn_proc_t *p)
+{
+    for (size_t i = 0; i < p->nth; i++) {
+        struct user_regs_struct regs;
+        dyn_thread_t *t = &p->th[i];
+        if (!t->gone && t->stopped && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0
+            && dyn_pt_guard_holds(p, regs.rip))
+            t->at_brk = 1;
+    }
+    dyn_pt_guard_settled(p);
 }
 
 int
@@ -532,6 +612,17 @@ dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/)
     if (p->execed) {
         p->execed = 0;
         goto exec;
+    }
+    if (dyn_pt_guard_waiting(p)) { /* a thread is held in the guard's trampoline */
+        int rc = dyn_pt_follow_stop_all(p);
+        if (rc == 0) {
+            mark_held(p);
+            ev->kind = DYN_EV_BREAK;
+            return 0;
+        }
+        if (errno != ESRCH)
+            return rc;
+        dyn_pt_guard_settled(p); /* no thread left to hold: the end is seen below */
     }
     for (size_t i = 0; i < p->nth; i++) {
         dyn_thread_t *t = &p->th[i];
@@ -620,7 +711,7 @@ exec:
             t->pending_sig = 0;
         }
     }
-    p->brk = 0;
+    forget_break(p);
     p->stopped = 1;
     ev->kind = DYN_EV_EXEC;
     return 0;

@@ -55,6 +55,15 @@ typedef struct dyn_thread {
                       * it stops no more; its end is reported once theirs are reaped) */
 } dyn_thread_t;
 
+/* The loader's breakpoint guarded by dyn's life (dyn_ptrace_guard.c). */
+typedef struct dyn_guard {
+    void *page;      /* dyn's mapping of the page shared with the process, or NULL */
+    uint64_t shared; /* the process's mapping of it (the lock word, the held count) */
+    uint64_t code;   /* the process's page with the trampoline, or 0 */
+    uint32_t tid;    /* our thread, the lock's owner */
+    int locked;      /* the lock is ours */
+} dyn_guard_t;
+
 struct dyn_proc {
     int pid;          /* process id */
     int child;        /* started by dyn_proc_spawn (our child) */
@@ -71,7 +80,9 @@ struct dyn_proc {
     size_t cap;       /* allocated entries */
     int follow;       /* dyn_proc_follow: threads stay seized while the process runs */
     uint64_t brk;     /* ... the breakpoint (dyn_proc_set_break), 0: none */
-    uint8_t brk_orig; /* ... the byte it replaced */
+    uint8_t brk_orig[5]; /* ... the bytes it replaced */
+    int brk_len;      /* ... their number: 1 (an int3) or 5 (a jump to the guard) */
+    dyn_guard_t guard; /* ... the trampoline r_brk jumps to (brk_len 5) */
     int execed;       /* ... an exec was seen while stopping (for dyn_proc_poll) */
     int forks[16];    /* ... forked children seen while stopping (for dyn_proc_poll) */
     int nforks;
@@ -113,5 +124,16 @@ void dyn_pt_stub_restore(dyn_proc_t *p);
 void dyn_pt_follow_seen(dyn_proc_t *p, size_t i, int st);
 int dyn_pt_follow_stop_all(dyn_proc_t *p);
 int dyn_pt_cont_all(dyn_proc_t *p);
+
+/* dyn_ptrace_guard.c: the breakpoint guarded by dyn's life (each commented at its
+ * definition). */
+int dyn_pt_guard_fits(uint64_t brk, const uint8_t *b, size_t n);
+int dyn_pt_guard_make(dyn_proc_t *p, uint64_t brk);
+void dyn_pt_guard_jump(const dyn_proc_t *p, uint64_t brk, uint8_t jmp[5]);
+int dyn_pt_guard_waiting(const dyn_proc_t *p);
+void dyn_pt_guard_settled(const dyn_proc_t *p);
+int dyn_pt_guard_holds(const dyn_proc_t *p, uint64_t rip);
+int dyn_pt_guard_in(const dyn_proc_t *p, uint64_t rip);
+void dyn_pt_guard_drop(dyn_proc_t *p, int in_process);
 
 #endif
