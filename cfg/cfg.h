@@ -256,8 +256,8 @@ int cfg_image_file_same(const cfg_image_t *img, const struct stat *st);
  */
 int cfg_image_debug_same(const cfg_image_t *img);
 
-/* Are A and B the states of the same file (device, inode) with the same size and
- * modification time? 1 or 0. */
+/* Are A and B the states of the same file (device, inode) with the same size,
+ * modification time and change time? 1 or 0. */
 int cfg_file_same(const struct stat *a, const struct stat *b);
 
 /*

@@ -16,8 +16,10 @@
 
 #include "cfg/cfg_priv.h"
 
-/* Files mapped at once: the input, its debug file, a process's libraries (qp). */
-enum { MAPPED_SLOTS = 16 };
+/* Files mapped at once: the input, its debug file, a process's libraries (qp report of a
+ * whole process keeps every module's image mapped): enough for any process, and a file
+ * past them is not known to the handler (a fault there stays a crash). */
+enum { MAPPED_SLOTS = 1024 };
 
 typedef struct mapped_slot {
     atomic_int used;      /* claimed by cfg_mapped_add */
@@ -75,6 +77,8 @@ int
 cfg_file_same(const struct stat *a, const struct stat *b)
 {
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size
-        && a->st_mtim.tv_sec == b->st_mtim.tv_sec
-        && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+        && a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec
+        /* a write sets the change time too, and no one but root can set it back as
+         * `touch -d` sets the modification time back */
+        && a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }

@@ -11,8 +11,10 @@
  */
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cfg/cfg_priv.h"
 
@@ -1911,6 +1913,50 @@ START_TEST(test_cfg_noreturn_incremental_vs_scratch)
 }
 END_TEST
 
+/* Every file mapped at once is known to the SIGBUS handler: a whole process's libraries
+ * (qp report keeps each module's image mapped), more than the first table's 16. */
+START_TEST(test_cfg_mapped_many)
+{
+    enum { N = 200, LEN = 64 };
+    static char maps[N * LEN];
+    char path[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(path, sizeof(path), "lib%d.so", i);
+        cfg_mapped_add(maps + i * LEN, LEN, path);
+    }
+    for (int i = 0; i < N; i++) {
+        snprintf(path, sizeof(path), "lib%d.so", i);
+        const char *at = cfg_mapped_at(maps + i * LEN + LEN - 1);
+        ck_assert_msg(at != NULL && strcmp(at, path) == 0, "mapping %d unknown", i);
+    }
+    for (int i = 0; i < N; i++)
+        cfg_mapped_remove(maps + i * LEN);
+    ck_assert_ptr_null(cfg_mapped_at(maps));
+    ck_assert_ptr_null(cfg_mapped_at(maps + (N - 1) * LEN));
+}
+END_TEST
+
+/* A write whose modification time was set back (touch -d) still changes the file's
+ * state: its change time moved. */
+START_TEST(test_cfg_file_same_ctime)
+{
+    struct stat a;
+    memset(&a, 0, sizeof(a));
+    a.st_dev = 1;
+    a.st_ino = 2;
+    a.st_size = 3;
+    a.st_mtim.tv_sec = 4;
+    a.st_ctim.tv_sec = 5;
+    struct stat b = a;
+    ck_assert_int_eq(cfg_file_same(&a, &b), 1);
+    b.st_ctim.tv_nsec = 1;
+    ck_assert_int_eq(cfg_file_same(&a, &b), 0);
+    b = a;
+    b.st_mtim.tv_nsec = 1;
+    ck_assert_int_eq(cfg_file_same(&a, &b), 0);
+}
+END_TEST
+
 static Suite *
 cfg_units_suite(void)
 {
@@ -1964,6 +2010,11 @@ cfg_units_suite(void)
 
     tc = tcase_create("noreturn");
     tcase_add_loop_test(tc, test_cfg_noreturn_incremental_vs_scratch, 0, 20);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("mapped");
+    tcase_add_test(tc, test_cfg_mapped_many);
+    tcase_add_test(tc, test_cfg_file_same_ctime);
     suite_add_tcase(s, tc);
     return s;
 }
