@@ -66,6 +66,7 @@ progress(const char *phase)
     else
         fprintf(stderr, "\r\033[K");
     fflush(stderr);
+    tool_signal_progress(phase != NULL); /* the SIGBUS line erases only a progress line */
 }
 
 static void
@@ -657,7 +658,6 @@ cmd_report(const qp_args_t *a)
     /* Loading chromium's profile takes seconds: say which phase runs (not with -v,
      * whose lines go to stderr too). */
     show_progress = isatty(STDERR_FILENO) && !a->verbose;
-    tool_signal_progress(show_progress);
     load_progress(NULL, "reading the profiles");
     int st = 0;
     if (qpt_qp_set_read((const char *const *)a->files, a->nfiles, a->exe, 0, &set, why,

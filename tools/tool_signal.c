@@ -24,17 +24,19 @@
 static const char *sig_prog = "qpt";   /* the tool's name, first on the line */
 static const char *sig_why = "changed while it was read"; /* after the input's path */
 static char tmp_path[PATH_MAX];        /* the temporary output */
-static volatile sig_atomic_t tmp_live; /* tmp_path holds it */
-static volatile sig_atomic_t progress_live; /* a progress line is on the terminal */
+/* tmp_path holds it: stored with release after tmp_path is written, loaded with acquire
+ * by the handlers, which may run on any thread (a pool's too) */
+static atomic_int tmp_live;
+static atomic_int progress_live; /* a progress line is on the terminal */
 
 void
 tool_signal_temp(void *arg, const char *path)
 {
     (void)arg;
-    tmp_live = 0;
+    atomic_store_explicit(&tmp_live, 0, memory_order_release);
     if (path != NULL && strlen(path) < sizeof(tmp_path)) {
         memcpy(tmp_path, path, strlen(path) + 1);
-        tmp_live = 1;
+        atomic_store_explicit(&tmp_live, 1, memory_order_release);
     }
     if (path != NULL)
         tool_test_stop("temporary output");
@@ -43,7 +45,7 @@ tool_signal_temp(void *arg, const char *path)
 void
 tool_signal_progress(int on)
 {
-    progress_live = on != 0;
+    atomic_store(&progress_live, on != 0);
 }
 
 /* Append the N bytes of S to LINE (of SIZE bytes, *AT used), cut at its end. */
@@ -77,11 +79,11 @@ on_sigbus(int sig, siginfo_t *si, void *uc)
     if (atomic_flag_test_and_set(&ending))
         for (;;)
             pause(); /* another thread faulted too: its _exit ends this one */
-    if (tmp_live)
+    if (atomic_load_explicit(&tmp_live, memory_order_acquire))
         unlink(tmp_path);
     char line[PATH_MAX + 256];
     size_t n = 0;
-    if (progress_live) /* the progress line goes first */
+    if (atomic_load(&progress_live)) /* the progress line goes first */
         append(line, sizeof(line) - 1, &n, "\r\033[K", 4);
     append(line, sizeof(line) - 1, &n, sig_prog, strlen(sig_prog));
     append(line, sizeof(line) - 1, &n, ": ", 2);
@@ -96,7 +98,7 @@ on_sigbus(int sig, siginfo_t *si, void *uc)
 static void
 on_signal(int sig)
 {
-    if (tmp_live)
+    if (atomic_load_explicit(&tmp_live, memory_order_acquire))
         unlink(tmp_path);
     signal(sig, SIG_DFL);
     raise(sig);
