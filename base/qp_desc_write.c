@@ -800,8 +800,12 @@ dict_class(uint32_t n)
  * The index's stream begun beside the chunks' compression (cc1: 0.2 s that was the
  * description's last serial step): its head compressed while the chunks are, its tail
  * (the chunks' sizes) fed after. The bytes are those pack makes of the whole index at
- * once (tests/check_desc.c: test_desc_index_stream): the encoder's output does not
- * depend on how its input is cut, and its dictionary only through dict_class, so the
+ * once: liblzma's encoder (5.4, read in its source; its API promises neither) gives
+ * output that does not depend on how its input is cut, and depends on its dictionary
+ * only through dict_class; tests/check_qp.c's test_qp_desc_index_stream checks it on
+ * the installed liblzma. Another could only give other bytes, still readable (the
+ * reader's dictionary is at least the stream's length), and the same for any thread
+ * count (whether the stream starts early depends on sizes alone). So the
  * size the index's bounds give (each chunk's stream at most pack's room for it) stands
  * for the final one when both bounds are of one class. Else, and for an index that may
  * be of at most LZMA_SMALL bytes (its preset depends on the chunks' sizes), nothing
