@@ -104,8 +104,8 @@ typedef struct drv_graph {
     uint64_t *last;          /* per block: address of its last instruction */
     uint64_t *last_target;   /* ... its direct target (jmp, jcc, call), else 0 */
     uint8_t *last_kind;      /* ... its arch_kind_t */
-    uint8_t *tests_status;   /* ... DRV_STATUS_*: a conditional branch on whether the
-                              * value a call just returned is zero (the estimate's) */
+    uint8_t *tests_status;   /* ... DRV_STATUS_*: a conditional branch, right after a
+                              * call, on whether a register is zero (the estimate's) */
     uint8_t *live_in;        /* per block: flags live on entry (ARCH_FLAG_* bits) */
     uint8_t *live_out;       /* per block: flags live on exit */
     uint32_t *indeg, *outdeg;/* per node, X included */
@@ -130,8 +130,9 @@ typedef struct drv_graph {
 } drv_graph_t;
 
 /* drv_graph_t.tests_status: a block entered from a call's return that tests an integer
- * of at most 32 bits against zero (`test %eax,%eax`, `cmp $0,%al`) and ends in a branch
- * on equality: taken when it is zero, or falling through when it is. */
+ * of at most 32 bits against zero (`test %eax,%eax`, `cmp $0,%al`; mostly the status the
+ * call returned, but any register) and ends in a branch on equality: taken when it is
+ * zero, or falling through when it is. */
 enum {
     DRV_STATUS_NONE = 0,
     DRV_STATUS_ZERO_TAKEN,
@@ -268,7 +269,7 @@ typedef struct drv_result {
                               * call site named it, else 0 (while describing) */
     uint8_t *callee_marks;   /* per program procedure: what a call to it does by its name
                               * (QP_CALLF_*, setjmp; while describing) */
-    drv_entries_t entries;   /* the program's procedures by entry (while describing) */
+    drv_entries_t entries;   /* the program's procedures by entry (freed after describing) */
     size_t calls_site_cap;
     drv_ind_site_t *ind;     /* indirect call sites with a target table */
     size_t nind;

@@ -360,9 +360,11 @@ insn_ops(const cfg_prog_t *prog, const arch_insn_t *i, arch_ops_t *ops)
 }
 
 /*
- * DRV_STATUS_*: does block B (entered from a call's return) begin by testing a value of
- * at most 32 bits against zero and end in a branch on equality? Read with two operand
- * decodes (the test, the branch), for blocks of that shape only.
+ * DRV_STATUS_*: does block B (entered from a call's return) begin by testing a register
+ * of at most 32 bits against zero and end in a branch on equality? Read with two operand
+ * decodes (the test, the branch), for blocks of that shape only. Any register: mostly
+ * the status the call returned (%eax), sometimes a variable kept across the call in a
+ * callee-saved one (python3.11: 104 of 4,931 such blocks), rated alike.
  */
 static uint8_t
 status_test(const cfg_prog_t *prog, const insn_list_t *b)
