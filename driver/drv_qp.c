@@ -31,8 +31,8 @@
  * (mostly the status the call returned) against zero, its zero way 3:1 on top (C's
  * convention: 0 for success or false; drv_graph_t.tests_status). Loop depth alone (10
  * per level) rates every edge of a loop the same: in an interpreter's dispatch loop it
- * then counts the loop head's edge to the dispatch (every instruction) besides each handler's edge back (lua: 1.9 increments
- * per bytecode instead of 1). Other published branch heuristics (Ball and Larus's
+ * then counts the loop head's edge to the dispatch (every instruction) besides each
+ * handler's edge back (lua: 1.9 increments per bytecode instead of 1). Other published branch heuristics (Ball and Larus's
  * opcode, pointer, call, loop-header ones) were measured and left out: doc/qp.md.
  */
 #include <stdlib.h>
