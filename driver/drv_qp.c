@@ -32,8 +32,9 @@
  * convention: 0 for success or false; drv_graph_t.tests_status). Loop depth alone (10
  * per level) rates every edge of a loop the same: in an interpreter's dispatch loop it
  * then counts the loop head's edge to the dispatch (every instruction) besides each
- * handler's edge back (lua: 1.9 increments per bytecode instead of 1). Other published branch heuristics (Ball and Larus's
- * opcode, pointer, call, loop-header ones) were measured and left out: doc/qp.md.
+ * handler's edge back (lua: 1.9 increments per bytecode instead of 1). Other published
+ * branch heuristics (Ball and Larus's opcode, pointer, call, loop-header ones) were
+ * measured and left out: doc/qp.md.
  */
 #include <stdlib.h>
 #include <string.h>
