@@ -1504,10 +1504,9 @@ START_TEST(test_cfg_loops_large_is_fast)
 END_TEST
 
 /*****************************************************************************
- * The suite
+ * Discovery: the procedures' lookup index
  */
 
-/* .eh_frame_hdr's search table: pairs (FDE, start) by FDE; other shapes are no table. */
 /*
  * The procedures' lookup index (cfg_discover_find) follows the procedures a round adds
  * (cfg_discover_add_new) and a gap sweep merges (cfg_discover_sweep_end): it is their
@@ -1573,6 +1572,11 @@ START_TEST(test_cfg_find_index_follows_adds)
 }
 END_TEST
 
+/*****************************************************************************
+ * The suite
+ */
+
+/* .eh_frame_hdr's search table: pairs (FDE, start) by FDE; other shapes are no table. */
 START_TEST(test_cfg_ehhdr_table)
 {
     /* version 1, eh_frame_ptr pcrel sdata4, count udata4, table datarel sdata4 */
@@ -1964,7 +1968,6 @@ cfg_units_suite(void)
     TCase *tc;
 
     tc = tcase_create("jtab");
-    tcase_add_test(tc, test_cfg_find_index_follows_adds);
     tcase_add_test(tc, test_cfg_jtab_abs_nonpic);
     tcase_add_test(tc, test_cfg_jtab_pic_gcc_o2);
     tcase_add_test(tc, test_cfg_jtab_pic_gcc_o0_stack_slot);
@@ -2006,6 +2009,10 @@ cfg_units_suite(void)
     tcase_add_test(tc, test_cfg_loops_large_is_fast);
     tcase_add_test(tc, test_cfg_ehhdr_table);
     tcase_set_timeout(tc, 30);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("index");
+    tcase_add_test(tc, test_cfg_find_index_follows_adds);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("noreturn");
