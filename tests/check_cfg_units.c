@@ -1504,10 +1504,9 @@ START_TEST(test_cfg_loops_large_is_fast)
 END_TEST
 
 /*****************************************************************************
- * The suite
+ * Discovery: the procedures' lookup index
  */
 
-/* .eh_frame_hdr's search table: pairs (FDE, start) by FDE; other shapes are no table. */
 /*
  * The procedures' lookup index (cfg_discover_find) follows the procedures a round adds
  * (cfg_discover_add_new) and a gap sweep merges (cfg_discover_sweep_end): it is their
@@ -1573,6 +1572,11 @@ START_TEST(test_cfg_find_index_follows_adds)
 }
 END_TEST
 
+/*****************************************************************************
+ * The suite
+ */
+
+/* .eh_frame_hdr's search table: pairs (FDE, start) by FDE; other shapes are no table. */
 START_TEST(test_cfg_ehhdr_table)
 {
     /* version 1, eh_frame_ptr pcrel sdata4, count udata4, table datarel sdata4 */
@@ -1606,8 +1610,12 @@ END_TEST
  * next, against the same analysis made from scratch, on random call graphs
  */
 
-#define NR_SLOTS 64    /* procedures at 0x1000 + 0x100 k: room to add some */
-#define NR_OUT 0x90000 /* an address in no procedure */
+#define NR_SLOTS 64       /* procedures at NR_SLOT(k): room to add some */
+#define NR_SPACING 0x100  /* between two slots */
+#define NR_SLOT(k) (0x1000 + NR_SPACING * (uint64_t)(k))
+#define NR_EXTENT 0x300   /* the longest extent: over the next slots while empty */
+#define NR_OUT 0x90000    /* an address in no procedure */
+#define NR_ROUNDS 100     /* analyses a seed */
 
 static uint32_t
 nr_rand(uint32_t *seed)
@@ -1622,7 +1630,7 @@ static uint64_t
 nr_rand_target(uint32_t *seed)
 {
     uint32_t r = nr_rand(seed) % 16;
-    uint64_t slot = 0x1000 + 0x100 * (uint64_t)(nr_rand(seed) % NR_SLOTS);
+    uint64_t slot = NR_SLOT(nr_rand(seed) % NR_SLOTS);
     return r == 0 ? NR_OUT : r == 1 ? slot + 0x20 : slot;
 }
 
@@ -1675,34 +1683,40 @@ nr_dirty(cfg_builder_t *b, cfg_bproc_t *bp)
     ck_assert_int_eq(CFG_VEC_PUSH(b->nr_dirty, bp->p.entry), 0);
 }
 
-/* Extents from the entries (each to the next one, or 0x100); a changed one noted. */
-static void
+/* Extents from the entries (each to the next one, or NR_EXTENT); a changed one noted
+ * (calls into it may now go to a neighbour, or the other way), a new one too. The
+ * number of procedures whose extent changed, new ones aside. */
+static size_t
 nr_extents(cfg_builder_t *b)
 {
+    size_t changed = 0;
     b->gen++;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
-        uint64_t end
-            = i + 1 < b->procs.n ? b->procs.v[i + 1].p.entry : bp->p.entry + 0x100;
-        if (end > bp->p.entry + 0x100)
-            end = bp->p.entry + 0x100;
-        if (end != bp->p.end)
+        uint64_t end = i + 1 < b->procs.n ? b->procs.v[i + 1].p.entry
+                                          : bp->p.entry + NR_EXTENT;
+        if (end > bp->p.entry + NR_EXTENT)
+            end = bp->p.entry + NR_EXTENT;
+        if (end != bp->p.end) {
+            changed += bp->p.end != 0;
             nr_dirty(b, bp);
+        }
         bp->p.start = bp->p.entry;
         bp->p.end = end;
     }
+    return changed;
 }
 
-/* A procedure at SLOT, unless there is one. */
-static void
+/* A procedure at SLOT, unless there is one: 1 if added. */
+static int
 nr_add_proc(cfg_builder_t *b, uint32_t slot, uint32_t *seed)
 {
-    uint64_t entry = 0x1000 + 0x100 * (uint64_t)slot;
+    uint64_t entry = NR_SLOT(slot);
     size_t at = 0;
     while (at < b->procs.n && b->procs.v[at].p.entry < entry)
         at++;
     if (at < b->procs.n && b->procs.v[at].p.entry == entry)
-        return;
+        return 0;
     cfg_bproc_t bp;
     memset(&bp, 0, sizeof(bp));
     bp.p.entry = bp.p.start = entry;
@@ -1715,6 +1729,7 @@ nr_add_proc(cfg_builder_t *b, uint32_t slot, uint32_t *seed)
     ck_assert_int_eq(CFG_VEC_PUSH(b->procs, bp), 0);
     memmove(&b->procs.v[at + 1], &b->procs.v[at], (b->procs.n - 1 - at) * sizeof(bp));
     b->procs.v[at] = bp;
+    return 1;
 }
 
 static void
@@ -1723,6 +1738,33 @@ nr_free_proc(cfg_bproc_t *bp)
     CFG_VEC_FREE(bp->blocks);
     CFG_VEC_FREE(bp->edges);
     CFG_VEC_FREE(bp->noret_sites);
+}
+
+/* Remove a random procedure of B (it has more than 2): the slot it was at. */
+static uint32_t
+nr_remove_proc(cfg_builder_t *b, uint32_t *seed)
+{
+    size_t at = nr_rand(seed) % b->procs.n;
+    uint32_t slot = (uint32_t)((b->procs.v[at].p.entry - NR_SLOT(0)) / NR_SPACING);
+    nr_free_proc(&b->procs.v[at]);
+    memmove(&b->procs.v[at], &b->procs.v[at + 1],
+        (b->procs.n - 1 - at) * sizeof(cfg_bproc_t));
+    b->procs.n--;
+    return slot;
+}
+
+/* A procedure added at a random empty slot other than EXCEPT, if there is one: 1 if
+ * added. (At EXCEPT's entry it would be one built again, which the builder notes.) */
+static int
+nr_add_elsewhere(cfg_builder_t *b, uint32_t except, uint32_t *seed)
+{
+    uint32_t first = nr_rand(seed) % NR_SLOTS;
+    for (uint32_t k = 0; k < NR_SLOTS; k++) {
+        uint32_t slot = (first + k) % NR_SLOTS;
+        if (slot != except && nr_add_proc(b, slot, seed))
+            return 1;
+    }
+    return 0;
 }
 
 /* A copy of B's procedures in C, for an analysis from scratch. */
@@ -1848,27 +1890,26 @@ START_TEST(test_cfg_noreturn_incremental_vs_scratch)
     uint32_t seed = 4242u + (uint32_t)_i * 7919u;
     cfg_builder_t b;
     cfg_u64_vec_t noret = { 0 }, noret2 = { 0 };
+    size_t seen_noret = 0, seen_cut = 0, seen_extents = 0;
     memset(&b, 0, sizeof(b));
     for (uint32_t s = 0; s < NR_SLOTS; s++)
         if (nr_rand(&seed) % 3 != 0)
             nr_add_proc(&b, s, &seed);
     nr_extents(&b);
-    for (int round = 0; round < 40; round++) {
+    for (int round = 0; round < NR_ROUNDS; round++) {
         if (round > 0) {
-            /* What happens between two analyses: procedures built again, added, removed
-             * (then extents change), tied as fragments or untied. */
-            uint32_t r = nr_rand(&seed) % 4;
-            if (r == 0) {
+            /* What happens between two analyses: procedures built again, added, removed,
+             * one replaced by another (as many as before, other entries); then extents
+             * change; procedures tied as fragments or untied. */
+            uint32_t r = nr_rand(&seed) % 5;
+            if (r == 0)
                 nr_add_proc(&b, nr_rand(&seed) % NR_SLOTS, &seed);
-                nr_extents(&b);
-            } else if (r == 1 && b.procs.n > 2) {
-                size_t at = nr_rand(&seed) % b.procs.n;
-                nr_free_proc(&b.procs.v[at]);
-                memmove(&b.procs.v[at], &b.procs.v[at + 1],
-                    (b.procs.n - 1 - at) * sizeof(cfg_bproc_t));
-                b.procs.n--;
-                nr_extents(&b);
-            }
+            else if (r == 1 && b.procs.n > 2)
+                nr_remove_proc(&b, &seed);
+            else if (r == 2 && b.procs.n > 2)
+                nr_add_elsewhere(&b, nr_remove_proc(&b, &seed), &seed);
+            if (r <= 2)
+                seen_extents += nr_extents(&b);
             for (uint32_t k = nr_rand(&seed) % 5; k > 0; k--) {
                 cfg_bproc_t *bp = &b.procs.v[nr_rand(&seed) % b.procs.n];
                 if (nr_rand(&seed) % 4 == 0)
@@ -1900,13 +1941,15 @@ START_TEST(test_cfg_noreturn_incremental_vs_scratch)
         }
         nr_ref_check(&c, round);
         nr_builder_free(&c);
+        seen_noret += noret.n;
+        for (size_t i = 0; i < b.procs.n; i++)
+            seen_cut += b.procs.v[i].noret_sites.n;
     }
-    /* Not a vacuous test: some never return, some calls were cut. */
-    size_t cut = 0;
-    for (size_t i = 0; i < b.procs.n; i++)
-        cut += b.procs.v[i].noret_sites.n;
-    ck_assert_uint_gt(noret.n, 0);
-    ck_assert_uint_gt(cut, 0);
+    /* Not a vacuous test: in some rounds some never returned, some calls were cut, and
+     * extents changed as procedures came and went. */
+    ck_assert_uint_gt(seen_noret, 0);
+    ck_assert_uint_gt(seen_cut, 0);
+    ck_assert_uint_gt(seen_extents, 0);
     CFG_VEC_FREE(noret);
     CFG_VEC_FREE(noret2);
     nr_builder_free(&b);
@@ -1964,7 +2007,6 @@ cfg_units_suite(void)
     TCase *tc;
 
     tc = tcase_create("jtab");
-    tcase_add_test(tc, test_cfg_find_index_follows_adds);
     tcase_add_test(tc, test_cfg_jtab_abs_nonpic);
     tcase_add_test(tc, test_cfg_jtab_pic_gcc_o2);
     tcase_add_test(tc, test_cfg_jtab_pic_gcc_o0_stack_slot);
@@ -2006,6 +2048,10 @@ cfg_units_suite(void)
     tcase_add_test(tc, test_cfg_loops_large_is_fast);
     tcase_add_test(tc, test_cfg_ehhdr_table);
     tcase_set_timeout(tc, 30);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("index");
+    tcase_add_test(tc, test_cfg_find_index_follows_adds);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("noreturn");
