@@ -271,9 +271,12 @@ check_index_size(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
     uint64_t least = 1 + (uint64_t)h->nprocs * 2 + (v7 ? 1 : h->ncalls) + h->strtab_size;
     uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK + 20)
         + MAX_CHUNK + 20 + (uint64_t)h->ncalls * (MAX_CALL + 16 + 5) + h->strtab_size;
-    /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte. */
+    /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte;
+     * version 7's call sites are records of the chunks (the reader allocates by their
+     * count before it reads them: a changed count asked for 34 GB). */
+    uint64_t records = (uint64_t)h->nblocks + h->nedges + (v7 ? h->ncalls : 0);
     if (h->body_size < least || h->body_size > most
-        || h->body_size + (uint64_t)h->nblocks + h->nedges > (uint64_t)zlen * 65536 + 64) {
+        || h->body_size + records > (uint64_t)zlen * 65536 + 64) {
         qp_why(why, whylen, "description header: index of %u bytes does not fit its counts "
                "(%u procedures, %u blocks, %u edges, %u call sites, %u bytes of strings) or "
                "its %zu compressed bytes", h->body_size, h->nprocs, h->nblocks, h->nedges,

@@ -272,6 +272,35 @@ rehash(uint8_t *b, size_t n)
     memcpy(b + offsetof(qp_desc_hdr_t, id), &id, 8);
 }
 
+/* A header whose counts no description of its size can hold is refused before anything
+ * is allocated by them (version 7's call sites were not bounded: 34 GB asked for). */
+START_TEST(test_qp_desc_header_counts_bounded)
+{
+    qp_desc_t d, back;
+    sample_desc(&d);
+    size_t len;
+    uint8_t *buf = raw_serialize(&d, &len);
+    const size_t fields[] = { offsetof(qp_desc_hdr_t, nprocs), offsetof(qp_desc_hdr_t, ncalls),
+                              offsetof(qp_desc_hdr_t, strtab_size) };
+    for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
+        uint8_t *b = malloc(len);
+        ck_assert_ptr_nonnull(b);
+        memcpy(b, buf, len);
+        uint32_t huge = 0xfffffff0u;
+        memcpy(b + fields[f], &huge, sizeof(huge));
+        rehash(b, len);
+        char why[256] = "";
+        ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
+        ck_assert_msg(strstr(why, "does not fit its counts") != NULL, "field %zu: %s", f, why);
+        free(b);
+    }
+    ck_assert_int_eq(qp_desc_parse(buf, len, &back, NULL, 0), 0);
+    qp_desc_free(&back);
+    free(buf);
+    qp_desc_free(&d);
+}
+END_TEST
+
 /* Each breaks one rule; the id is recomputed so that only validation can refuse it. */
 static void
 break_rule(qp_desc_t *d, int rule)
@@ -2388,6 +2417,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_strings);
     tcase_add_test(tc, test_qp_desc_truncated_at_every_length);
     tcase_add_test(tc, test_qp_desc_every_byte_changed);
+    tcase_add_test(tc, test_qp_desc_header_counts_bounded);
     tcase_add_test(tc, test_qp_desc_validation_rules);
     tcase_add_test(tc, test_qp_desc_random_rehashed_garbage);
     tcase_add_test(tc, test_qp_desc_versions_and_sizes);
