@@ -74,14 +74,18 @@ tool_out_close(tool_out_t *t, const char *prog, int ok)
     t->f = NULL;
     qpt_out_t *o = t->o; /* its descriptor closed with the stream */
     t->o = NULL;
-    tool_signal_temp(NULL, NULL);
     char why[256] = "";
+    /* The temporary stays known to the signal handlers until it is renamed or removed:
+     * a signal in between removes it (after the rename, the unlink finds nothing). */
     if (err == 0 && ok) {
-        if (qpt_out_commit(o, 1, why, sizeof(why)) == 0)
+        int rc = qpt_out_commit(o, 1, why, sizeof(why));
+        tool_signal_temp(NULL, NULL);
+        if (rc == 0)
             return 0;
         /* a failed commit removed the output: the path stays as it was */
     } else {
         qpt_out_abort(o, 1); /* the path stays as it was */
+        tool_signal_temp(NULL, NULL);
     }
     if (err != 0 || why[0] != '\0')
         fprintf(stderr, "%s: %s: %s\n", prog, t->name, err != 0 ? strerror(err) : why);
