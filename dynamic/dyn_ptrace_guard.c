@@ -40,8 +40,8 @@
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 1u
 #endif
-#ifndef MFD_EXEC
-#define MFD_EXEC 0x10u
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x8u
 #endif
 
 /* Is the padding from ADDR (in B, which starts at ADDR - 1 with the routine's `ret`) up to
@@ -196,8 +196,10 @@ dyn_pt_guard_make(dyn_proc_t *p, uint64_t brk)
     QP_CHECK(dyn_space_map_near(p, brk, brk + 5, PAGE, ED_PROT_R | ED_PROT_X, -1, &g->code));
     rc = dyn_proc_write(p, g->code, name, sizeof(name));
     if (rc == 0) {
-        fd = call3(p, SYS_memfd_create, g->code, MFD_CLOEXEC | MFD_EXEC, 0);
-        if (fd == -EINVAL) /* a kernel before MFD_EXEC (6.3) */
+        /* Never executed: sealed so (vm.memfd_noexec=2 refuses an executable memfd,
+         * and the guard would then fall back to the int3). */
+        fd = call3(p, SYS_memfd_create, g->code, MFD_CLOEXEC | MFD_NOEXEC_SEAL, 0);
+        if (fd == -EINVAL) /* a kernel before MFD_NOEXEC_SEAL (6.3) */
             fd = call3(p, SYS_memfd_create, g->code, MFD_CLOEXEC, 0);
         if (fd < 0 || call3(p, SYS_ftruncate, (uint64_t)fd, PAGE, 0) != 0)
             rc = QP_EIO;
@@ -282,10 +284,10 @@ dyn_pt_guard_drop(dyn_proc_t *p, int in_process)
         dyn_space_free(p, g->shared, PAGE);
     if (in_process && g->code != 0)
         dyn_space_free(p, g->code, PAGE);
-    if (g->page != NULL) {
-        if (g->locked)
-            pthread_mutex_unlock((pthread_mutex_t *)g->page);
+    /* A robust mutex still locked is on its thread's robust list, which glibc and the
+     * kernel walk: its page stays mapped unless the unlock worked (it fails when called
+     * from another thread than dyn_proc_set_break's, which owns the guard). */
+    if (g->page != NULL && (!g->locked || pthread_mutex_unlock((pthread_mutex_t *)g->page) == 0))
         munmap(g->page, PAGE);
-    }
     memset(g, 0, sizeof(*g));
 }
