@@ -126,4 +126,23 @@ qp_buckets_range(const qp_buckets_t *b, size_t n, uint64_t addr, size_t *lo, siz
     *hi = k < b->n ? b->at[k + 1] : b->at[b->n];
 }
 
+/*
+ * How many of the N keys at KEYS (ascending, B's buckets built over them) are at most
+ * ADDR: the position after the last key <= ADDR, searched within ADDR's bucket.
+ */
+static inline size_t
+qp_buckets_upto(const qp_buckets_t *b, const uint64_t *keys, size_t n, uint64_t addr)
+{
+    size_t lo, hi;
+    qp_buckets_range(b, n, addr, &lo, &hi);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 #endif

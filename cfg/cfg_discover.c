@@ -692,15 +692,7 @@ find_indexed(const cfg_builder_t *b, uint64_t addr)
     if (!fx->frozen && (fx->n == 0 || fx->misses > n / 32 + 16))
         find_index_copy(b, fx);
     /* The entries at or below ADDR: those of the buckets below its, and some of its. */
-    size_t lo, hi;
-    qp_buckets_range(&fx->buckets, fx->n, addr, &lo, &hi);
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (fx->v[mid] <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = qp_buckets_upto(&fx->buckets, fx->v, fx->n, addr);
     if (lo <= n && (lo == 0 || b->procs.v[lo - 1].p.entry <= addr)
         && (lo == n || b->procs.v[lo].p.entry > addr))
         return lo;

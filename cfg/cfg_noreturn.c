@@ -197,15 +197,7 @@ nr_stamp(const cfg_builder_t *b, cfg_nr_deps_t *d)
 static uint32_t
 nr_find(const cfg_nr_deps_t *d, uint64_t addr)
 {
-    size_t lo, hi;
-    qp_buckets_range(&d->buckets, d->n, addr, &lo, &hi);
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (d->ix.entry[mid] <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = qp_buckets_upto(&d->buckets, d->ix.entry, d->n, addr);
     return lo > 0 && addr < d->ix.end[lo - 1] ? (uint32_t)(lo - 1) : CFG_NONE;
 }
 

@@ -140,7 +140,8 @@ key_of(const void *ctx, size_t i)
 }
 
 /* Over keys with runs, gaps and repeats, every address's lower bound searched in its
- * bucket's range is the lower bound over all the keys. */
+ * bucket's range is the lower bound over all the keys, and qp_buckets_upto counts the
+ * keys at most it. */
 START_TEST(test_base_buckets_range)
 {
     enum { N = 2000 };
@@ -163,6 +164,9 @@ START_TEST(test_base_buckets_range)
             size_t got = lo + qp_lower_bound_u64(k + lo, hi - lo, sizeof(k[0]), 0, x);
             ck_assert_msg(lo <= hi && got == want, "shift %u at %#llx: %zu, not %zu", shift,
                           (unsigned long long)x, got, want);
+            /* the keys at most X: the lower bound of X + 1 */
+            size_t upto = qp_lower_bound_u64(k, N, sizeof(k[0]), 0, x + 1);
+            ck_assert_uint_eq(qp_buckets_upto(&b, k, N, x), upto);
         }
     }
     free(b.at);
