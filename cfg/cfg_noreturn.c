@@ -652,53 +652,6 @@ out:
     return rc;
 }
 
-/*
- * The entries of the procedures that never return, as a set that answers "no" for most
- * calls (to procedures that return) without a search: a bit per hash of an entry, at
- * least 16 bits an entry (a few percent of the others hit a bit), the sorted entries
- * searched only when the bit is set. (cc1: 860,000 calls looked at, 114 M instructions
- * in the searches.)
- */
-typedef struct nr_set {
-    const cfg_u64_vec_t *sorted;      /* the entries, sorted */
-    uint64_t *bits;                   /* 1 << (64 - shift) bits, or NULL: always search */
-    unsigned shift;                   /* 64 - log2 of the number of bits */
-} nr_set_t;
-
-static size_t
-nr_set_bit(const nr_set_t *s, uint64_t entry)
-{
-    return (size_t)((entry * UINT64_C(0x9E3779B97F4A7C15)) >> s->shift);
-}
-
-/* S for the entries of SORTED (kept by the caller); without memory, a set that always
- * searches. */
-static void
-nr_set_init(nr_set_t *s, const cfg_u64_vec_t *sorted)
-{
-    unsigned lg = 12;
-    while (lg < 40 && ((size_t)1 << lg) < 16 * sorted->n)
-        lg++;
-    s->sorted = sorted;
-    s->shift = 64 - lg;
-    s->bits = calloc(((size_t)1 << lg) / 64, sizeof(uint64_t));
-    for (size_t i = 0; s->bits != NULL && i < sorted->n; i++) {
-        size_t bit = nr_set_bit(s, sorted->v[i]);
-        s->bits[bit / 64] |= UINT64_C(1) << (bit % 64);
-    }
-}
-
-static int
-nr_set_contains(const nr_set_t *s, uint64_t entry)
-{
-    if (s->bits != NULL) {
-        size_t bit = nr_set_bit(s, entry);
-        if (!(s->bits[bit / 64] & (UINT64_C(1) << (bit % 64))))
-            return 0;
-    }
-    return cfg_u64_contains(s->sorted->v, s->sorted->n, entry);
-}
-
 /* Does procedure I call or jump to a procedure marked as never returning (by its
  * dependencies as last added: all its calls, or more)? */
 static int
@@ -712,18 +665,26 @@ calls_marked(const cfg_nr_deps_t *d, uint32_t i)
     return 0;
 }
 
-/* Remove blocks not reachable from the entry, after cutting return edges of noreturn
- * calls (NORET: the entries of the procedures that never return). Returns 1 when
- * something changed. */
+/* Is the procedure entered at ENTRY marked as never returning (D up to date)? */
 static int
-prune_proc(cfg_builder_t *b, cfg_bproc_t *bp, const nr_set_t *noret)
+nr_marked_at(const cfg_nr_deps_t *d, uint64_t entry)
+{
+    uint32_t c = nr_by_entry(d, entry);
+    return c != CFG_NONE && (d->ix.state[c] & NR_MARKED);
+}
+
+/* Remove blocks not reachable from the entry, after cutting return edges of the calls
+ * of procedures marked as never returning (D's marks). Returns 1 when something
+ * changed. */
+static int
+prune_proc(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_nr_deps_t *d)
 {
     int cut = 0;
     for (size_t e = 0; e < bp->edges.n; e++) {
         cfg_edge_t *ed = &bp->edges.v[e];
         const cfg_block_t *bl = &bp->blocks.v[ed->from];
         if (ed->kind == CFG_EDGE_CALLRET && bl->call_target
-            && nr_set_contains(noret, bl->call_target)) {
+            && nr_marked_at(d, bl->call_target)) {
             ed->kind = CFG_EDGE_NORETURN;
             ed->to = CFG_NONE;
             ed->target = bl->call_target;
@@ -839,12 +800,9 @@ cfg_nr_noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret)
             if (d->deps.v[e].who != CFG_NONE)
                 prune[d->deps.v[e].who] = 1;
     }
-    nr_set_t set;
-    nr_set_init(&set, noret);
     for (size_t i = 0; i < n && rc >= 0; i++)
         if (prune[i] && calls_marked(d, (uint32_t)i))
-            rc = prune_proc(b, &b->procs.v[i], &set);
-    free(set.bits);
+            rc = prune_proc(b, &b->procs.v[i], d);
     return rc < 0 ? rc : 0;
 }
 
