@@ -234,4 +234,9 @@ desc_lazy_free(struct qp_desc_lazy *lz);
 uint32_t
 desc_lazy_first_call(const qp_desc_t *d, uint32_t proc);
 
+/* qp_desc_write.c: how many descriptions' indexes began their stream beside the
+ * chunks (for tests: that the early path runs at all). */
+unsigned long
+desc_index_streams_early(void);
+
 #endif

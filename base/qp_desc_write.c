@@ -5,6 +5,8 @@
  * The description (see qp_desc.c), writing: key call sites, the plan of version 6's
  * chunks, the encoder of every version and the LZMA2 packing.
  */
+#include <stdatomic.h>
+
 #include "base/qp_desc_priv.h"
 #include "base/qp_pool.h"
 
@@ -812,6 +814,8 @@ dict_class(uint32_t n)
  * starts here and the index is packed whole after the chunks. (cc1: a head of 0.7 MB,
  * then 1.4 MB of strings that must follow the chunks' table.)
  */
+static atomic_ulong streams_early; /* desc_index_streams_early's count */
+
 typedef struct index_stream {
     const qp_desc_t *d;
     const qp_desc_keys_t *keys;
@@ -863,6 +867,14 @@ index_stream_head(void *arg)
     x->started = x->rc == 0;
     if (x->rc == 0)
         x->rc = stream_put(&x->s, x->head->p, x->head->len, LZMA_RUN, &x->z);
+    if (x->started)
+        atomic_fetch_add(&streams_early, 1);
+}
+
+unsigned long
+desc_index_streams_early(void)
+{
+    return atomic_load(&streams_early);
 }
 
 /* Version 5 (qp_format.h): one stream of every record. */

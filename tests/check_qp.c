@@ -23,6 +23,7 @@
 
 #include "driver/driver.h"
 #include "base/qp_desc.h"
+#include "base/qp_desc_priv.h"
 #include "report/qp_backtrace.h"
 #include "report/qp_flow.h"
 #include "report/qp_profile.h"
@@ -558,7 +559,10 @@ START_TEST(test_qp_desc_index_stream)
     for (unsigned t = 1; t <= 3; t += 2) {
         uint8_t *buf;
         size_t len;
+        unsigned long early = desc_index_streams_early();
         ck_assert_int_eq(qp_desc_serialize_threads(&d, t, &buf, &len), 0);
+        /* the index began beside the chunks: the path this test is about ran */
+        ck_assert_uint_eq(desc_index_streams_early(), early + 1);
         const qp_desc_hdr_t *h = (const qp_desc_hdr_t *)buf;
         uint32_t body = h->body_size;
         ck_assert_uint_gt(body, 2u << 20);
