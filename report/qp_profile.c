@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -620,23 +621,23 @@ qp_out_open(qp_out_t *o, const char *path, char *why, size_t whylen)
     size_t n = strlen(path);
     if ((o->tmp = malloc(n + 16)) == NULL)
         return QP_ENOMEM;
-    snprintf(o->tmp, n + 16, "%s.tmpXXXXXX", path);
-    o->fd = mkstemp(o->tmp);
+    /* Not mkstemp: its file is 0600, and giving it the mode a new file would have needs the
+     * umask, which only umask(2) reads by changing it: a moment in which another thread of
+     * a libqpt user would create its files with no mask. open(2) applies the umask itself. */
+    for (int tries = 0; tries < 100; tries++) {
+        uint64_t r;
+        if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+            r = (uint64_t)getpid() * 0x9e3779b97f4a7c15u ^ (uint64_t)tries << 32 ^ (uintptr_t)o;
+        snprintf(o->tmp, n + 16, "%s.tmp%06llx", path, (unsigned long long)(r & 0xffffff));
+        o->fd = open(o->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (o->fd >= 0 || errno != EEXIST)
+            break;
+    }
     if (o->fd < 0) {
         int saved = errno;
         qp_why(why, whylen, "%s", strerror(saved));
         free(o->tmp);
         o->tmp = NULL;
-        errno = saved;
-        return QP_EIO;
-    }
-    /* mkstemp makes the file 0600: give it the mode a new file would have. */
-    mode_t mask = umask(0);
-    umask(mask);
-    if (fchmod(o->fd, 0666 & ~mask) < 0) {
-        int saved = errno;
-        qp_why(why, whylen, "%s", strerror(saved));
-        qp_out_abort(o);
         errno = saved;
         return QP_EIO;
     }

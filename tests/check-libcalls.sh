@@ -14,10 +14,12 @@ set -u
 top=${top_srcdir:-.}
 cd "$top" || exit 99
 
-# Reading the environment, printing, exiting: functions that must not be called.
+# Reading the environment, printing, exiting: functions that must not be called. Also
+# umask, which reads the mask only by changing it for the whole process: another thread
+# of a libqpt user would create files with no mask meanwhile (open(2) applies it itself).
 calls="getenv secure_getenv setenv unsetenv putenv clearenv printf vprintf fprintf vfprintf
 dprintf vdprintf puts putchar perror psignal psiginfo exit _exit _Exit quick_exit abort
-err errx verr verrx warn warnx vwarn vwarnx error error_at_line system popen"
+err errx verr verrx warn warnx vwarn vwarnx error error_at_line system popen umask"
 # ... and names that must not appear.
 names="stdout stderr environ"
 # FILE WORD: the exceptions, each with its reason.
@@ -115,7 +117,7 @@ done
 out=$(scan $files)
 if [ -n "$out" ]; then
     echo "$out"
-    echo "check-libcalls: library folders never read the environment, print or exit:"
+    echo "check-libcalls: library folders never read the environment, print, exit or change the umask:"
     echo "check-libcalls: return a QP_E* code (and a message), or take a callback, and let tools/ do it"
     exit 1
 fi

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <lzma.h>
 
@@ -1402,6 +1404,19 @@ tmp_path(const char *name)
     return path[k];
 }
 
+/* How many files in the temporary folder have ".tmp" in their name. */
+static int
+count_tmp_files(void)
+{
+    DIR *d = opendir(tmpdir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strstr(e->d_name, ".tmp") != NULL;
+    closedir(d);
+    return n;
+}
+
 /* A profile in memory: NCOUNTERS counters i * MUL, NDUMPS complete dumps. */
 static void
 make_profile(qp_profile_t *p, uint64_t id, uint64_t ncounters, uint64_t mul, size_t ndumps)
@@ -1446,6 +1461,15 @@ START_TEST(test_qp_profile_write_read)
     ck_assert_uint_eq(back.dumps[1].hdr.pc, 0x1001);
     ck_assert_uint_eq(back.dumps[1].stack[0], 1);
     ck_assert_str_eq(back.hdr.exe, "/nowhere/a.inst");
+    /* The mode a new file gets under the umask (the temporary it is renamed from is not
+     * mkstemp's 0600), and no temporary left beside it. */
+    mode_t old_mask = umask(027);
+    ck_assert_msg(qp_profile_write(tmp_path("m.qp"), &p, why, sizeof(why)) == 0, "%s", why);
+    umask(old_mask);
+    struct stat st;
+    ck_assert_int_eq(stat(tmp_path("m.qp"), &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0640);
+    ck_assert_int_eq(count_tmp_files(), 0);
     qp_profile_free(&back);
     qp_profile_free(&p);
     remove_tmpdir();
