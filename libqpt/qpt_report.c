@@ -5,7 +5,10 @@
  * include/qpt/qpt_report.h: report/'s checked files and the calls of an earlier run,
  * behind the public names.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "include/qpt/qpt.h"
 #include "include/qpt/qpt_report.h"
@@ -51,8 +54,19 @@ qpt_out_commit(qpt_out_t *o, int fd_closed, char *why, size_t whylen)
 {
     if (o == NULL)
         return QPT_EINVAL;
+    /* A caller that closed the descriptor (fclose of its stream) still gets the data on
+     * disk before the rename: a descriptor of the temporary opened again syncs the same
+     * file (a crash must never leave an empty or partial file at the path). */
     if (fd_closed)
-        o->o.fd = -1; /* nothing to sync or close */
+        o->o.fd = o->o.tmp != NULL ? open(o->o.tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (fd_closed && o->o.fd < 0) {
+        int saved = errno;
+        qp_out_abort(&o->o);
+        free(o);
+        qp_why(why, whylen, "%s", strerror(saved));
+        errno = saved;
+        return QPT_EIO;
+    }
     int rc = qp_out_commit(&o->o, why, whylen);
     free(o);
     return rc;

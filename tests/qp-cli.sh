@@ -261,6 +261,17 @@ expect 0 "$QP" report --lcov -o "$dir/p.info" "$prof"
 grep -q '^SF:.*p\.c$' "$dir/p.info" || bad "--lcov: no SF line"
 grep -q '^FNDA:2,mid$' "$dir/p.info" || bad "--lcov: no FNDA:2,mid"
 grep -q '^end_of_record$' "$dir/p.info" || bad "--lcov: no end_of_record"
+# -o FILE: the data synced to disk before the rename publishes it (a crash right after
+# must never leave an empty FILE); checked where strace runs.
+if strace -o /dev/null true 2>/dev/null; then
+    strace -f -o "$dir/st" -e trace=fsync,fdatasync,rename,renameat,renameat2 \
+        "$QP" report --lcov -o "$dir/p2.info" "$prof" >/dev/null 2>&1
+    grep -Eo '^[0-9]+ +(fsync|fdatasync|rename|renameat|renameat2)\(' "$dir/st" | sed 's/.* //' \
+        | tr -d '(' | tr '\n' ' ' | grep -Eq '^(fsync|fdatasync) (rename|renameat|renameat2) $' \
+        || bad "-o: not synced before the rename: $(grep -E 'sync|rename' "$dir/st" | tr '\n' ';')"
+else
+    echo "note: -o sync check skipped: no strace"
+fi
 # A profile that cannot be written: the line names the system's reason (errno).
 QP_PROFILE=$dir/nodir/x.qp "$dir/p.qp.inst" >/dev/null 2>"$dir/err"
 [ "$(sed 's|^qp: .*/nodir/|qp: nodir/|' "$dir/err")" = "qp: nodir/x.qp: cannot open or create the profile: No such file or directory; counts of this process are not saved" ] \

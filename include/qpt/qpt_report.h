@@ -46,8 +46,9 @@ int qpt_out_open(qpt_out_t **out /*OUT*/, const char *path, int *fd /*OUT*/, cha
                  size_t whylen);
 
 /*
- * Sync (unless FD_CLOSED: the caller closed the descriptor itself, e.g. with fclose of
- * a stream on it), close and rename the output over its path, and free O. 0, or
+ * Sync the data to disk, close and rename the output over its path, and free O
+ * (FD_CLOSED: the caller closed the descriptor itself, e.g. with fclose of a stream on
+ * it; the temporary is then opened again to be synced). 0, or
  * QPT_EIO with WHY: the output is then removed (and O freed) as by qpt_out_abort.
  */
 int qpt_out_commit(qpt_out_t *o, int fd_closed, char *why, size_t whylen);
