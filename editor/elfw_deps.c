@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,17 +74,35 @@ elf64_machine(const Elf64_Ehdr *eh)
     return eh->e_machine == EM_X86_64 || eh->e_machine == EM_AARCH64 ? eh->e_machine : 0;
 }
 
-/* A NUL-terminated string at file offset OFF + O, bounded by the file: a copy or NULL. */
-static char *
-str_at(const uint8_t *p, size_t size, uint64_t off, uint64_t o)
+/* LEN bytes at offset OFF of FD (a file of SIZE bytes), malloc'ed; NULL when they are
+ * not all in the file (errno EINVAL), or the read fails or comes short (the file shrank;
+ * errno EIO). Read, not mapped: a library truncated while it is read is an error, never
+ * a SIGBUS. */
+static uint8_t *
+read_at(int fd, size_t size, uint64_t off, uint64_t len)
 {
-    if (off == 0 || off >= size || o >= size - off)
+    if (off > size || len > size - off) {
+        errno = EINVAL;
         return NULL;
-    const char *s = (const char *)p + off + o;
-    size_t max = size - off - o;
-    if (memchr(s, 0, max) == NULL)
+    }
+    uint8_t *b = malloc(len ? len : 1);
+    if (b == NULL)
         return NULL;
-    return strdup(s);
+    if (len > 0 && pread(fd, b, len, (off_t)off) != (ssize_t)len) {
+        free(b);
+        errno = errno ? errno : EIO;
+        return NULL;
+    }
+    return b;
+}
+
+/* A NUL-terminated string at offset O of the table T of N bytes: a copy or NULL. */
+static char *
+str_at(const uint8_t *t, uint64_t n, uint64_t o)
+{
+    if (t == NULL || o >= n || memchr(t + o, 0, n - o) == NULL)
+        return NULL;
+    return strdup((const char *)t + o);
 }
 
 /* Read PATH's dynamic section. 0, QP_EIO (errno kept), QP_EFORMAT or QP_ENOMEM. */
@@ -103,37 +120,50 @@ dyn_obj_read(const char *path, dyn_obj_t *o)
         return QP_EIO;
     }
     size_t size = (size_t)st.st_size;
-    uint8_t *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED)
-        return QP_EIO;
     int rc = QP_EFORMAT;
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)p;
-    if (size < sizeof(*eh) || (o->machine = elf64_machine(eh)) == 0 || eh->e_phoff >= size
-        || eh->e_phnum > (size - eh->e_phoff) / sizeof(Elf64_Phdr))
-        goto out;
-    const Elf64_Phdr *ph = (const Elf64_Phdr *)(p + eh->e_phoff);
-    const Elf64_Dyn *dyn = NULL;
+    Elf64_Ehdr eh;
+    Elf64_Phdr *ph = NULL;
+    Elf64_Dyn *dyn = NULL;
+    uint8_t *strs = NULL;
     size_t ndyn = 0;
-    for (size_t i = 0; i < eh->e_phnum; i++) {
-        if (ph[i].p_type == PT_INTERP && ph[i].p_offset < size
-            && ph[i].p_filesz <= size - ph[i].p_offset && ph[i].p_filesz > 0
-            && p[ph[i].p_offset + ph[i].p_filesz - 1] == 0)
-            o->interp = strdup((const char *)p + ph[i].p_offset);
-        if (ph[i].p_type == PT_DYNAMIC && ph[i].p_offset < size
-            && ph[i].p_filesz <= size - ph[i].p_offset && ph[i].p_offset % 8 == 0) {
-            dyn = (const Elf64_Dyn *)(p + ph[i].p_offset);
-            ndyn = ph[i].p_filesz / sizeof(Elf64_Dyn);
+    uint64_t strtab = 0, strsz = 0;
+    if (size < sizeof(eh))
+        goto out;
+    if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh)) {
+        rc = QP_EIO;
+        goto out;
+    }
+    if ((o->machine = elf64_machine(&eh)) == 0 || eh.e_phoff >= size
+        || eh.e_phnum > (size - eh.e_phoff) / sizeof(Elf64_Phdr))
+        goto out;
+    if ((ph = (Elf64_Phdr *)read_at(fd, size, eh.e_phoff, eh.e_phnum * sizeof(*ph))) == NULL)
+        goto read_error;
+    for (size_t i = 0; i < eh.e_phnum; i++) {
+        if (ph[i].p_type == PT_INTERP && ph[i].p_filesz > 0 && o->interp == NULL) {
+            uint8_t *s = read_at(fd, size, ph[i].p_offset, ph[i].p_filesz);
+            if (s == NULL && errno != EINVAL)
+                goto read_error;
+            if (s != NULL && s[ph[i].p_filesz - 1] == 0)
+                o->interp = (char *)s;
+            else
+                free(s);
+        }
+        if (ph[i].p_type == PT_DYNAMIC && ph[i].p_offset % 8 == 0 && dyn == NULL) {
+            dyn = (Elf64_Dyn *)read_at(fd, size, ph[i].p_offset, ph[i].p_filesz);
+            if (dyn == NULL && errno != EINVAL)
+                goto read_error;
+            ndyn = dyn != NULL ? ph[i].p_filesz / sizeof(Elf64_Dyn) : 0;
         }
     }
-    uint64_t strtab = 0, strsz = 0;
     for (size_t k = 0; k < ndyn && dyn[k].d_tag != DT_NULL; k++) {
         if (dyn[k].d_tag == DT_STRTAB)
             strtab = dyn[k].d_un.d_ptr;
         if (dyn[k].d_tag == DT_STRSZ)
             strsz = dyn[k].d_un.d_val;
     }
-    uint64_t stroff = ndyn > 0 ? file_offset(ph, eh->e_phnum, strtab, strsz) : 0;
+    uint64_t stroff = ndyn > 0 ? file_offset(ph, eh.e_phnum, strtab, strsz) : 0;
+    if (stroff != 0 && (strs = read_at(fd, size, stroff, strsz)) == NULL && errno != EINVAL)
+        goto read_error;
     rc = QP_ENOMEM;
     o->needed = calloc(ndyn + 1, sizeof(char *));
     if (o->needed == NULL)
@@ -142,7 +172,7 @@ dyn_obj_read(const char *path, dyn_obj_t *o)
         Elf64_Sxword t = dyn[k].d_tag;
         if (t != DT_NEEDED && t != DT_RPATH && t != DT_RUNPATH)
             continue;
-        char *s = str_at(p, size, stroff, dyn[k].d_un.d_val);
+        char *s = str_at(strs, strsz, dyn[k].d_un.d_val);
         if (s == NULL) {
             rc = QP_EFORMAT;
             goto out;
@@ -165,10 +195,19 @@ dyn_obj_read(const char *path, dyn_obj_t *o)
     *slash = '\0';
     o->dir = strdup(real[0] ? real : "/");
     rc = o->dir != NULL ? 0 : QP_ENOMEM;
+    goto out;
+read_error:
+    rc = errno == ENOMEM ? QP_ENOMEM : QP_EIO;
 out:
-    munmap(p, size);
-    if (rc < 0)
+    free(ph);
+    free(dyn);
+    free(strs);
+    close(fd);
+    if (rc < 0) {
+        int saved = errno;
         dyn_obj_free(o);
+        errno = saved;
+    }
     return rc;
 }
 
