@@ -12,8 +12,10 @@
  *
  *     tramp: cmpl  $TID, lock(%rip)     the lock is not dyn's (dead, or let go):
  *            jne   out                  the routine's own return
- *            lock incl waiting(%rip)    tell dyn (dyn_proc_poll reads the count)
- *     hold:  futex(&lock, FUTEX_WAIT, TID, 5 ms)   blocked while the word is TID;
+ *     hold:  getpid() != PID: jne out   a forked child's copy never holds
+ *            lock incl waiting(%rip)    tell dyn, each time round (dyn_proc_poll reads
+ *                                       the count, and zeroes it once all are stopped)
+ *            futex(&lock, FUTEX_WAIT, TID, 5 ms)   blocked while the word is TID;
  *            cmpl  $TID, lock(%rip)     held while dyn lives, until dyn moves the
  *            je    hold                 thread out (it does the return for it)
  *     out:   ret
@@ -24,6 +26,28 @@
  * dyn's death within 5 ms (the kernel wakes only waiters that marked the word, which
  * these do not). Only registers a call may clobber are used (rax, rcx, rdx, rsi, rdi,
  * r10, r11, the flags).
+ *
+ * The count is raised inside the loop, not once before it: a held thread that takes a
+ * signal runs its handler outside the trampoline, and dyn, stopping the process
+ * meanwhile, does not see it there and zeroes the count; the handler's return brings
+ * it back into the loop, where it counts itself again and is seen at dyn's next poll.
+ *
+ * The trampoline's code page is never unmapped while the process lives (the shared
+ * page is, once the code no longer reads it). A thread may be in a signal handler whose
+ * frame returns into the trampoline (interrupted in the wait or anywhere else in it):
+ * dyn cannot know (the saved context is in the thread's stack, handlers nest, run on an
+ * alternate stack or never return), so no moment is safe to unmap it. Instead,
+ * dyn_proc_unfollow retires it: every byte of the code becomes a `ret` (the stack being
+ * the routine's at every instruction of it, a return from any of them is the routine's
+ * own), and the shared page goes; one page of rets stays in the process per following
+ * (dyn(1), "Following"). After an execve nothing of it is left; a killed dyn leaves both
+ * pages, and the lock word marked dead makes the code a return.
+ *
+ * A forked child shares the page (MAP_SHARED) and has a copy of the code, in which the
+ * lock word still names dyn's thread: the pid test makes that copy a bare return, so a
+ * child is never held (and never raises the parent's count), whatever happened to the
+ * jump at its r_brk (take_child puts the routine's bytes back: when that write fails,
+ * the child keeps a harmless detour, which `dyn clean CHILD` takes out).
  */
 #include "config.h"
 
@@ -33,10 +57,10 @@
 
 #define PAGE 4096u
 #define WAITING_OFF 64 /* the count of held threads, in the shared page */
-#define HOLD_OFF 19 /* offsets in the trampoline (the code above) */
-#define OUT_OFF 59
-#define TS_OFF 64 /* the wait's timeout, a struct timespec */
-#define TRAMP_LEN 80
+#define HOLD_OFF 12 /* offsets in the trampoline (the code above) */
+#define OUT_OFF 73
+#define TS_OFF 80 /* the wait's timeout, a struct timespec */
+#define TRAMP_LEN 96
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 1u
 #endif
@@ -113,9 +137,10 @@ put32(uint8_t *c, uint32_t v)
     memcpy(c, &v, 4);
 }
 
-/* The trampoline (see the top) at CODE for the lock word at LOCK, TID's. */
+/* The trampoline (see the top) at CODE for the lock word at LOCK, TID's, in process
+ * PID (its own id, as getpid gives it there). */
 static void
-tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint32_t tid)
+tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint32_t tid, uint32_t pid)
 {
     const int64_t ts[2] = { 0, 5000000 };
     memset(c, 0xcc, TRAMP_LEN);
@@ -125,32 +150,40 @@ tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint32_t tid)
     put32(c + 6, tid);
     c[10] = 0x75; /* jne out */
     c[11] = OUT_OFF - 12;
-    c[12] = 0xf0; /* lock incl waiting(%rip) */
-    c[13] = 0xff;
-    c[14] = 0x05;
-    put32(c + 15, (uint32_t)(lock + WAITING_OFF - (code + 19)));
-    c[HOLD_OFF] = 0xb8; /* mov $SYS_futex, %eax */
-    put32(c + 20, SYS_futex);
-    c[24] = 0x48; /* lea lock(%rip), %rdi */
-    c[25] = 0x8d;
-    c[26] = 0x3d;
-    put32(c + 27, (uint32_t)(lock - (code + 31)));
-    c[31] = 0x31; /* xor %esi, %esi (FUTEX_WAIT) */
-    c[32] = 0xf6;
-    c[33] = 0xba; /* mov $tid, %edx */
-    put32(c + 34, tid);
-    c[38] = 0x4c; /* lea ts(%rip), %r10 */
+    c[HOLD_OFF] = 0xb8; /* mov $SYS_getpid, %eax */
+    put32(c + 13, SYS_getpid);
+    c[17] = 0x0f; /* syscall */
+    c[18] = 0x05;
+    c[19] = 0x3d; /* cmp $pid, %eax */
+    put32(c + 20, pid);
+    c[24] = 0x75; /* jne out */
+    c[25] = OUT_OFF - 26;
+    c[26] = 0xf0; /* lock incl waiting(%rip) */
+    c[27] = 0xff;
+    c[28] = 0x05;
+    put32(c + 29, (uint32_t)(lock + WAITING_OFF - (code + 33)));
+    c[33] = 0xb8; /* mov $SYS_futex, %eax */
+    put32(c + 34, SYS_futex);
+    c[38] = 0x48; /* lea lock(%rip), %rdi */
     c[39] = 0x8d;
-    c[40] = 0x15;
-    put32(c + 41, (uint32_t)(TS_OFF - 45));
-    c[45] = 0x0f; /* syscall */
-    c[46] = 0x05;
-    c[47] = 0x81; /* cmpl $tid, lock(%rip) */
-    c[48] = 0x3d;
-    put32(c + 49, (uint32_t)(lock - (code + 57)));
-    put32(c + 53, tid);
-    c[57] = 0x74; /* je hold */
-    c[58] = (uint8_t)(HOLD_OFF - 59);
+    c[40] = 0x3d;
+    put32(c + 41, (uint32_t)(lock - (code + 45)));
+    c[45] = 0x31; /* xor %esi, %esi (FUTEX_WAIT) */
+    c[46] = 0xf6;
+    c[47] = 0xba; /* mov $tid, %edx */
+    put32(c + 48, tid);
+    c[52] = 0x4c; /* lea ts(%rip), %r10 */
+    c[53] = 0x8d;
+    c[54] = 0x15;
+    put32(c + 55, (uint32_t)(TS_OFF - 59));
+    c[59] = 0x0f; /* syscall */
+    c[60] = 0x05;
+    c[61] = 0x81; /* cmpl $tid, lock(%rip) */
+    c[62] = 0x3d;
+    put32(c + 63, (uint32_t)(lock - (code + 71)));
+    put32(c + 67, tid);
+    c[71] = 0x74; /* je hold */
+    c[72] = (uint8_t)(HOLD_OFF - 73);
     c[OUT_OFF] = 0xc3; /* ret */
     memcpy(c + TS_OFF, ts, sizeof(ts));
 }
@@ -187,11 +220,13 @@ dyn_pt_guard_make(dyn_proc_t *p, uint64_t brk)
     static const char name[] = "qpt-brk";
     dyn_guard_t *g = &p->guard;
     char path[64];
-    int64_t fd = -1;
+    int64_t fd = -1, pid;
     int lfd, rc;
     uint8_t c[TRAMP_LEN];
 
     memset(g, 0, sizeof(*g));
+    if ((pid = call3(p, SYS_getpid, 0, 0, 0)) <= 0) /* (its own, in its pid namespace) */
+        return QP_EIO;
     /* The code page first, its start the memfd's name meanwhile. */
     QP_CHECK(dyn_space_map_near(p, brk, brk + 5, PAGE, ED_PROT_R | ED_PROT_X, -1, &g->code));
     rc = dyn_proc_write(p, g->code, name, sizeof(name));
@@ -228,11 +263,11 @@ dyn_pt_guard_make(dyn_proc_t *p, uint64_t brk)
         rc = lock_page(g->page, &g->tid);
     if (rc == 0) {
         g->locked = 1;
-        tramp_bytes(c, g->code, g->shared, g->tid);
+        tramp_bytes(c, g->code, g->shared, g->tid, (uint32_t)pid);
         rc = dyn_proc_write(p, g->code, c, sizeof(c));
     }
     if (rc < 0) {
-        dyn_pt_guard_drop(p, 1);
+        dyn_pt_guard_drop(p, DYN_GUARD_UNMAP);
         return rc;
     }
     return 0;
@@ -275,14 +310,29 @@ dyn_pt_guard_in(const dyn_proc_t *p, uint64_t rip)
     return p->guard.code != 0 && rip >= p->guard.code && rip <= p->guard.code + OUT_OFF;
 }
 
+/* Retire the trampoline of P (see the top): its code all `ret`s, the shared page
+ * unmapped once nothing reads it; 0, or < 0 when the code could not be written (then
+ * both pages stay: the lock word, let go, makes the code a return). */
+static int
+retire(dyn_proc_t *p)
+{
+    uint8_t rets[TS_OFF];
+    memset(rets, 0xc3, sizeof(rets));
+    QP_CHECK(dyn_proc_write(p, p->guard.code, rets, sizeof(rets)));
+    dyn_space_free(p, p->guard.shared, PAGE);
+    return 0;
+}
+
 void
-dyn_pt_guard_drop(dyn_proc_t *p, int in_process)
+dyn_pt_guard_drop(dyn_proc_t *p, int how)
 {
     dyn_guard_t *g = &p->guard;
 
-    if (in_process && g->shared != 0)
+    if (how == DYN_GUARD_RETIRE && g->code != 0)
+        retire(p);
+    if (how == DYN_GUARD_UNMAP && g->shared != 0)
         dyn_space_free(p, g->shared, PAGE);
-    if (in_process && g->code != 0)
+    if (how == DYN_GUARD_UNMAP && g->code != 0)
         dyn_space_free(p, g->code, PAGE);
     /* A robust mutex still locked is on its thread's robust list, which glibc and the
      * kernel walk: its page stays mapped unless the unlock worked (it fails when called
@@ -290,4 +340,36 @@ dyn_pt_guard_drop(dyn_proc_t *p, int in_process)
     if (g->page != NULL && (!g->locked || pthread_mutex_unlock((pthread_mutex_t *)g->page) == 0))
         munmap(g->page, PAGE);
     memset(g, 0, sizeof(*g));
+}
+
+int
+dyn_proc_is_guard(dyn_proc_t *p, uint64_t code)
+{
+    uint8_t c[16], rets[16];
+    uint32_t rel;
+    char path[64], line[512];
+    FILE *f;
+    int ours = 0;
+
+    if (p == NULL)
+        return QP_EINVAL;
+    memset(rets, 0xc3, sizeof(rets));
+    if (code % PAGE != 0 || dyn_proc_read(p, code, c, sizeof(c)) < 0)
+        return 0;
+    if (memcmp(c, rets, sizeof(rets)) == 0)
+        return 1; /* retired (dyn_proc_unfollow could not put r_brk back) */
+    if (c[0] != 0x81 || c[1] != 0x3d)
+        return 0;
+    memcpy(&rel, c + 2, 4);
+    uint64_t lock = code + 10 + (uint64_t)(int64_t)(int32_t)rel;
+    snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (!ours && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long lo;
+        ours = sscanf(line, "%llx-", &lo) == 1 && lo == lock
+            && strstr(line, " /memfd:qpt-brk") != NULL;
+    }
+    fclose(f);
+    return ours;
 }

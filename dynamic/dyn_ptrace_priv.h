@@ -134,6 +134,11 @@ int dyn_pt_guard_waiting(const dyn_proc_t *p);
 void dyn_pt_guard_settled(const dyn_proc_t *p);
 int dyn_pt_guard_holds(const dyn_proc_t *p, uint64_t rip);
 int dyn_pt_guard_in(const dyn_proc_t *p, uint64_t rip);
-void dyn_pt_guard_drop(dyn_proc_t *p, int in_process);
+enum { /* how dyn_pt_guard_drop leaves the process */
+    DYN_GUARD_FORGET, /* as it is (an execve took the pages) */
+    DYN_GUARD_UNMAP,  /* both pages unmapped (nothing ever jumped there) */
+    DYN_GUARD_RETIRE, /* the code all rets, kept; the shared page unmapped */
+};
+void dyn_pt_guard_drop(dyn_proc_t *p, int how);
 
 #endif
