@@ -18,7 +18,10 @@
 #      int3: dyn says so, once, with what a kill would do; killed, `dyn clean` puts the
 #      loader's r_brk back and the program's dlopen then works;
 #  (e) dyn clean leaves alone a jump at r_brk that does not lead to a trampoline of
-#      dyn's (one clear line), and closes a descriptor named like a killed dyn's memfd.
+#      dyn's (one clear line), and closes a descriptor named like a killed dyn's memfd;
+#  (f) a library loaded and unloaded again and again (-c 'libqt.so:lib_sum'): the
+#      process's /memfd:qpt-vars mappings do not grow with the cycles (5, then 15), and
+#      the counts of the unloaded copies are all reported (15 calls).
 # Skips (77) without gcc or when ptrace is not allowed. Exit: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=.}"
@@ -28,6 +31,7 @@ DYN=$top_builddir/tools/dyn
 dyn_setup dyn-hold
 d=$dir
 qp_have gcc || { echo "SKIP: gcc not installed"; exit 77; }
+gcc -O2 -fPIC -shared -o "$d/libqt.so" "$top_srcdir/tests/dynlib/lib.c" || exit 99
 gcc -O1 -o "$d/main" "$top_srcdir/tests/dynhold/main.c" -ldl || exit 99
 
 # start MODE: the program and a dyn following it; waits for dyn's start and the guard.
@@ -123,6 +127,35 @@ grep -q "1 descriptor a killed dyn left open closed" "$d/leftover.clean" \
     || bad "leftover: clean said: $(cat "$d/leftover.clean")"
 touch "$d/go"
 finish leftover
+
+# (f) variables of a library loaded again and again
+mkfifo "$d/in" || exit 99
+"$d/main" cycles "$d" "$(cd "$d" && pwd)/libqt.so" <"$d/in" >"$d/cycles.out" 2>&1 &
+tpid=$!
+exec 7>"$d/in"
+wait_lines "$d/cycles.out" '^ready' 1 20 || bad "cycles: the program never started"
+"$DYN" attach $tpid -c 'libqt.so:lib_sum' -o "$d/cycles.csv" >"$d/cycles.dyn" \
+    2>"$d/cycles.err" &
+dpid=$!
+dyn_wait_for "$d/cycles.err" "waiting for the libraries"
+echo 5 >&7
+wait_lines "$d/cycles.out" '^done' 1 20 || bad "cycles: no answer to 5"
+n5=$(grep -c 'qpt-vars' /proc/$tpid/maps)
+echo 10 >&7
+wait_lines "$d/cycles.out" '^done' 2 20 || bad "cycles: no answer to 10"
+n15=$(grep -c 'qpt-vars' /proc/$tpid/maps)
+if [ "$n15" -le "$n5" ] && [ "$n5" -le 1 ]; then
+    ok "cycles: qpt-vars mappings after 5 cycles $n5, after 15 $n15"
+else
+    bad "cycles: qpt-vars mappings grow: $n5 after 5 cycles, $n15 after 15"
+fi
+stop_dyn
+expect_eq "cycles: libqt.so:lib_sum's calls over 15 loads" \
+    "$(awk -F, '$1 == "libqt.so:lib_sum" { print $2 }' "$d/cycles.csv")" 15
+exec 7>&-
+wait $tpid
+expect_eq "cycles: the program's exit status" $? 0
+tpid=
 
 [ $fails -eq 0 ] || exit 1
 exit 0

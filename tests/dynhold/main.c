@@ -21,6 +21,9 @@
  *                   memfd named qpt-brk, as a killed dyn's; prints "ready", waits for
  *                   DIR/go (after `dyn clean`), and returns when the jump was left
  *                   alone and the descriptor closed (r_brk's bytes then put back).
+ *   main cycles DIR LIB  prints "ready"; for each line N on its input dlopens LIB,
+ *                   calls its lib_sum(100) and dlcloses it, N times, then prints
+ *                   "done N"; exits 0 at the end of its input.
  * Each prints "returned" and exits 0 when the call came back. Without dyn's jump
  * within 20 s: "no guard", exit 2.
  */
@@ -125,6 +128,29 @@ leftover(void)
     return rc;
 }
 
+/* The `cycles` mode (see the top) with the library LIB; its exit status. */
+static int
+cycles(const char *lib)
+{
+    char line[64];
+    printf("ready\n");
+    fflush(stdout);
+    while (fgets(line, sizeof(line), stdin) != NULL) {
+        int n = atoi(line);
+        for (int i = 0; i < n; i++) {
+            void *h = dlopen(lib, RTLD_NOW);
+            long (*f)(int) = h != NULL ? (long (*)(int))dlsym(h, "lib_sum") : NULL;
+            if (f == NULL)
+                return 1;
+            f(100);
+            dlclose(h);
+        }
+        printf("done %d\n", n);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 /* The trampoline r_brk jumps to, and the instruction after its futex call (a syscall
  * followed by the loop's cmpl of the lock word); 0 when dyn's jump is not there. */
 static int
@@ -149,6 +175,8 @@ main(int argc, char **argv)
     struct sigaction sa;
     int i;
 
+    if (argc == 4 && strcmp(argv[1], "cycles") == 0)
+        return cycles(argv[3]);
     if (argc != 3)
         return 2;
     dir = argv[2];
