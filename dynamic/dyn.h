@@ -308,7 +308,9 @@ int
 dyn_proc_is_guard(dyn_proc_t *p, uint64_t code);
 
 /* Stop following the stopped process P: the breakpoint out, threads on it put back
- * before it; dyn_proc_resume then detaches as usual. 0 when P was not followed. */
+ * before it, the guard's trampoline left as one page of rets (a thread in a signal
+ * handler may still return into it: dyn_ptrace_guard.c); dyn_proc_resume then detaches
+ * as usual. 0 when P was not followed. */
 int
 dyn_proc_unfollow(dyn_proc_t *p);
 

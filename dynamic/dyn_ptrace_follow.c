@@ -248,8 +248,9 @@ dyn_proc_children(int pid, int **out, size_t *n)
  * that holds the thread (a futex wait, no trap, no signal) only while a robust lock in
  * a page shared with the process is held by dyn's thread; the kernel marks that lock
  * when the thread ends, however it ends, and the trampoline is a bare return from then
- * on. A held thread counts itself in the page; dyn_proc_poll reads the count, stops the
- * process and reports DYN_EV_BREAK. Should dyn die, the threads go on and so do their
+ * on. A held thread counts itself in the page (each time round its wait); dyn_proc_poll
+ * reads the count, stops the process and reports DYN_EV_BREAK. dyn_proc_unfollow
+ * retires the trampoline (all rets, never unmapped) rather than unmapping it. Should dyn die, the threads go on and so do their
  * dlopens; `dyn clean` puts r_brk's bytes back. Only when the jump has no room (a `ret`
  * with no padding after it) or the page cannot be made is it the int3 of old instead
  * (at_break): that one stays when dyn dies, and the next dlopen kills the process with

@@ -40,8 +40,13 @@
  * dyn_proc_unfollow retires it: every byte of the code becomes a `ret` (the stack being
  * the routine's at every instruction of it, a return from any of them is the routine's
  * own), and the shared page goes; one page of rets stays in the process per following
- * (dyn(1), "Following"). After an execve nothing of it is left; a killed dyn leaves both
- * pages, and the lock word marked dead makes the code a return.
+ * (dyn(1), "Following"). The shared page can go: every thread is stopped then, those
+ * whose pc is in the trampoline (in the futex call too) are moved back to r_brk first,
+ * and once the code is rets no instruction reads the page (a forked child keeps its own
+ * mapping of it). Both pages are unmapped only when the jump at r_brk was never written
+ * (a failure while putting it in), so no thread ever entered. After an execve nothing
+ * of it is left; a killed dyn leaves both pages, and the lock word marked dead makes the
+ * code a return.
  *
  * A forked child shares the page (MAP_SHARED) and has a copy of the code, in which the
  * lock word still names dyn's thread: the pid test makes that copy a bare return, so a
