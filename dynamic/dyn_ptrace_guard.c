@@ -39,8 +39,13 @@
  * alternate stack or never return), so no moment is safe to unmap it. Instead,
  * dyn_proc_unfollow retires it: every byte of the code becomes a `ret` (the stack being
  * the routine's at every instruction of it, a return from any of them is the routine's
- * own), and the shared page goes; one page of rets stays in the process per following
- * (dyn(1), "Following"). The shared page can go: every thread is stopped then, those
+ * own), and the shared page goes. The next following (this dyn's or a later one's) puts
+ * its trampoline into that same page (reuse_page: found by its tag, a page of the same
+ * layout): a thread that returns there from a handler finds, at each instruction
+ * boundary it can return to, the same instruction, now of the new trampoline (only
+ * immediates and displacements differ: a futex call with a stale address fails with
+ * EFAULT and the loop goes on), so the process keeps one page of ours, whatever the
+ * number of sessions. The shared page can go: every thread is stopped then, those
  * whose pc is in the trampoline (in the futex call too) are moved back to r_brk first,
  * and once the code is rets no instruction reads the page (a forked child keeps its own
  * mapping of it). Both pages are unmapped only when the jump at r_brk was never written
@@ -66,6 +71,12 @@
 #define OUT_OFF 73
 #define TS_OFF 80 /* the wait's timeout, a struct timespec */
 #define TRAMP_LEN 96
+#define TAG_OFF 128 /* the page's tag (reuse_page), never executed */
+#define NAME_OFF 160 /* the memfd's name, while it is made */
+/* The tag of a code page of this trampoline's layout (its instruction boundaries):
+ * bump the version whenever they change. */
+static const uint8_t page_tag[16] = { 'q', 'p', 't', '-', 'b', 'r', 'k', 0, 'l', 'a', 'y',
+    'o', 'u', 't', 2, 0 };
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 1u
 #endif
@@ -193,6 +204,41 @@ tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint32_t tid, uint32_t pid
     memcpy(c + TS_OFF, ts, sizeof(ts));
 }
 
+/* A code page an earlier following left in P within a jump's reach of BRK (see the
+ * top: a page of this layout, by its tag, among the small anonymous r-x mappings of
+ * /proc/PID/maps), or 0. */
+static uint64_t
+reuse_page(dyn_proc_t *p, uint64_t brk)
+{
+    char path[64], line[512];
+    uint64_t found = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (found == 0 && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long lo, hi, ino;
+        char perms[8];
+        int end = 0; /* (the blanks after the inode skipped: the end, when no name) */
+        if (sscanf(line, "%llx-%llx %7s %*s %*s %llu %n", &lo, &hi, perms, &ino, &end) < 4
+            || strcmp(perms, "r-xp") != 0 || ino != 0 || line[end] != '\0'
+            || hi - lo > 64 * PAGE) /* (not a JIT's code heap: read page by page) */
+            continue;
+        for (uint64_t a = lo; found == 0 && a < hi; a += PAGE) {
+            uint8_t t[sizeof(page_tag)];
+            int64_t d = (int64_t)(a - (brk + 5));
+            if (d > INT32_MAX - (int64_t)PAGE || d < INT32_MIN + (int64_t)PAGE)
+                continue;
+            if (dyn_proc_read(p, a + TAG_OFF, t, sizeof(t)) == 0
+                && memcmp(t, page_tag, sizeof(t)) == 0)
+                found = a;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
 /* Lock the robust, process-shared mutex at the start of PAGE (dyn's side): its word is
  * then our thread's id, *TID. */
 static int
@@ -227,20 +273,25 @@ dyn_pt_guard_make(dyn_proc_t *p, uint64_t brk)
     char path[64];
     int64_t fd = -1, pid;
     int lfd, rc;
-    uint8_t c[TRAMP_LEN];
+    uint8_t c[TAG_OFF + sizeof(page_tag)];
 
     memset(g, 0, sizeof(*g));
     if ((pid = call3(p, SYS_getpid, 0, 0, 0)) <= 0) /* (its own, in its pid namespace) */
         return QP_EIO;
-    /* The code page first, its start the memfd's name meanwhile. */
-    QP_CHECK(dyn_space_map_near(p, brk, brk + 5, PAGE, ED_PROT_R | ED_PROT_X, -1, &g->code));
-    rc = dyn_proc_write(p, g->code, name, sizeof(name));
+    /* The code page first (an earlier following's, or a new one), the memfd's name in
+     * it meanwhile. */
+    if ((g->code = reuse_page(p, brk)) != 0)
+        g->reused = 1;
+    else
+        QP_CHECK(dyn_space_map_near(
+            p, brk, brk + 5, PAGE, ED_PROT_R | ED_PROT_X, -1, &g->code));
+    rc = dyn_proc_write(p, g->code + NAME_OFF, name, sizeof(name));
     if (rc == 0) {
         /* Never executed: sealed so (vm.memfd_noexec=2 refuses an executable memfd,
          * and the guard would then fall back to the int3). */
-        fd = call3(p, SYS_memfd_create, g->code, MFD_CLOEXEC | MFD_NOEXEC_SEAL, 0);
+        fd = call3(p, SYS_memfd_create, g->code + NAME_OFF, MFD_CLOEXEC | MFD_NOEXEC_SEAL, 0);
         if (fd == -EINVAL) /* a kernel before MFD_NOEXEC_SEAL (6.3) */
-            fd = call3(p, SYS_memfd_create, g->code, MFD_CLOEXEC, 0);
+            fd = call3(p, SYS_memfd_create, g->code + NAME_OFF, MFD_CLOEXEC, 0);
         if (fd < 0 || call3(p, SYS_ftruncate, (uint64_t)fd, PAGE, 0) != 0)
             rc = QP_EIO;
     }
@@ -268,8 +319,10 @@ dyn_pt_guard_make(dyn_proc_t *p, uint64_t brk)
         rc = lock_page(g->page, &g->tid);
     if (rc == 0) {
         g->locked = 1;
+        memset(c, 0, sizeof(c));
         tramp_bytes(c, g->code, g->shared, g->tid, (uint32_t)pid);
-        rc = dyn_proc_write(p, g->code, c, sizeof(c));
+        memcpy(c + TAG_OFF, page_tag, sizeof(page_tag));
+        rc = dyn_proc_write(p, g->code, c, sizeof(c)); /* (all stopped: at once) */
     }
     if (rc < 0) {
         dyn_pt_guard_drop(p, DYN_GUARD_UNMAP);
@@ -324,7 +377,8 @@ retire(dyn_proc_t *p)
     uint8_t rets[TS_OFF];
     memset(rets, 0xc3, sizeof(rets));
     QP_CHECK(dyn_proc_write(p, p->guard.code, rets, sizeof(rets)));
-    dyn_space_free(p, p->guard.shared, PAGE);
+    if (p->guard.shared != 0)
+        dyn_space_free(p, p->guard.shared, PAGE);
     return 0;
 }
 
@@ -333,12 +387,15 @@ dyn_pt_guard_drop(dyn_proc_t *p, int how)
 {
     dyn_guard_t *g = &p->guard;
 
-    if (how == DYN_GUARD_RETIRE && g->code != 0)
+    /* (a page an earlier following left is never unmapped: see the top) */
+    if (g->code != 0 && (how == DYN_GUARD_RETIRE || (how == DYN_GUARD_UNMAP && g->reused)))
         retire(p);
-    if (how == DYN_GUARD_UNMAP && g->shared != 0)
-        dyn_space_free(p, g->shared, PAGE);
-    if (how == DYN_GUARD_UNMAP && g->code != 0)
-        dyn_space_free(p, g->code, PAGE);
+    else if (how == DYN_GUARD_UNMAP) {
+        if (g->shared != 0)
+            dyn_space_free(p, g->shared, PAGE);
+        if (g->code != 0)
+            dyn_space_free(p, g->code, PAGE);
+    }
     /* A robust mutex still locked is on its thread's robust list, which glibc and the
      * kernel walk: its page stays mapped unless the unlock worked (it fails when called
      * from another thread than dyn_proc_set_break's, which owns the guard). */

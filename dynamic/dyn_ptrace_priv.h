@@ -62,6 +62,7 @@ typedef struct dyn_guard {
     uint64_t code;   /* the process's page with the trampoline, or 0 */
     uint32_t tid;    /* our thread, the lock's owner */
     int locked;      /* the lock is ours */
+    int reused;      /* the code page is an earlier following's (never unmapped) */
 } dyn_guard_t;
 
 struct dyn_proc {

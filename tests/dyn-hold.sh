@@ -21,7 +21,10 @@
 #      dyn's (one clear line), and closes a descriptor named like a killed dyn's memfd;
 #  (f) a library loaded and unloaded again and again (-c 'libqt.so:lib_sum'): the
 #      process's /memfd:qpt-vars mappings do not grow with the cycles (5, then 15), and
-#      the counts of the unloaded copies are all reported (15 calls).
+#      the counts of the unloaded copies are all reported (15 calls);
+#  (g) sessions one after the other reuse the trampoline's page: 3 sessions, one
+#      address; and a thread that returns from its handler into the page while a later
+#      session follows is held and let go by that one.
 # Skips (77) without gcc or when ptrace is not allowed. Exit: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=.}"
@@ -156,6 +159,34 @@ exec 7>&-
 wait $tpid
 expect_eq "cycles: the program's exit status" $? 0
 tpid=
+
+# (g) one page for every session
+rm -f "$d/go"
+"$d/main" tramps "$d" >"$d/tramps.out" 2>&1 &
+tpid=$!
+wait_lines "$d/tramps.out" '^ready' 1 20 || bad "tramps: the program never started"
+for i in 1 2 3; do
+    "$DYN" attach $tpid -c 'libnope*:f' --duration 0.5 >/dev/null 2>"$d/tramps$i.err"
+    wait_lines "$d/tramps.out" '^session' $i 10 || bad "tramps: session $i not seen"
+done
+expect_eq "tramps: sessions seen" "$(grep -c '^session' "$d/tramps.out")" 3
+expect_eq "tramps: trampoline addresses" "$(grep '^session' "$d/tramps.out" | sort -u | wc -l)" 1
+touch "$d/go"
+finish tramps
+start after
+wait_lines "$d/after.out" '^handler' 1 20 || bad "again: the handler never ran"
+stop_dyn
+"$DYN" attach $tpid -c 'libnope*:f' >"$d/again.dyn" 2>"$d/again.err" &
+dpid=$!
+dyn_wait_for "$d/again.err" "waiting for the libraries"
+touch "$d/go"
+if wait_lines "$d/after.out" '^returned' 1 10; then
+    ok "again: the thread back in the page was let go by the next session"
+else
+    bad "again: the thread is still held after 10 s"
+fi
+stop_dyn
+finish after
 
 [ $fails -eq 0 ] || exit 1
 exit 0

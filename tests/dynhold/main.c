@@ -24,6 +24,8 @@
  *   main cycles DIR LIB  prints "ready"; for each line N on its input dlopens LIB,
  *                   calls its lib_sum(100) and dlcloses it, N times, then prints
  *                   "done N"; exits 0 at the end of its input.
+ *   main tramps DIR  prints "ready", then "session ADDR" each time dyn's jump appears at
+ *                   r_brk (ADDR: the trampoline), until DIR/go exists.
  * Each prints "returned" and exits 0 when the call came back. Without dyn's jump
  * within 20 s: "no guard", exit 2.
  */
@@ -151,6 +153,31 @@ cycles(const char *lib)
     return 0;
 }
 
+/* The `tramps` mode (see the top); its exit status. */
+static int
+sessions(void)
+{
+    const volatile uint8_t *b = (const uint8_t *)_r_debug.r_brk;
+    char go[4096];
+    int in = 0;
+    printf("ready\n");
+    fflush(stdout);
+    snprintf(go, sizeof(go), "%s/go", dir);
+    while (b != NULL && access(go, F_OK) != 0) {
+        if (b[0] == 0xe9 && !in) {
+            int32_t rel;
+            memcpy(&rel, (const void *)(b + 1), 4);
+            printf("session %#llx\n",
+                (unsigned long long)((uintptr_t)b + 5 + (uint64_t)(int64_t)rel));
+            fflush(stdout);
+        }
+        in = b[0] == 0xe9;
+        nap_ms(2);
+    }
+    printf("returned\n");
+    return 0;
+}
+
 /* The trampoline r_brk jumps to, and the instruction after its futex call (a syscall
  * followed by the loop's cmpl of the lock word); 0 when dyn's jump is not there. */
 static int
@@ -182,6 +209,8 @@ main(int argc, char **argv)
     dir = argv[2];
     if (strcmp(argv[1], "leftover") == 0)
         return leftover();
+    if (strcmp(argv[1], "tramps") == 0)
+        return sessions();
     if (strcmp(argv[1], "nomemfd") == 0) {
         char go[4096];
         if (no_memfd() != 0)
