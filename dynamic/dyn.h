@@ -295,8 +295,22 @@ dyn_proc_follow(dyn_proc_t *p);
 int
 dyn_proc_set_break(dyn_proc_t *p, uint64_t addr);
 
+/* 1 when the breakpoint of P (dyn_proc_set_break) is the int3, which a killed dyn leaves
+ * behind (the process dies of SIGTRAP at its next dlopen or dlclose unless `dyn clean`
+ * runs first); 0 when it is the guarded jump, or there is none. */
+int
+dyn_proc_break_unguarded(const dyn_proc_t *p);
+
+/* 1 when CODE, the target of a jump found at r_brk in the stopped process P, is the
+ * trampoline of a dyn's guarded breakpoint (dyn_ptrace_guard.c: page-aligned, its lock
+ * word in a /memfd:qpt-brk mapping, or retired: all rets), else 0; QP_EINVAL. */
+int
+dyn_proc_is_guard(dyn_proc_t *p, uint64_t code);
+
 /* Stop following the stopped process P: the breakpoint out, threads on it put back
- * before it; dyn_proc_resume then detaches as usual. 0 when P was not followed. */
+ * before it, the guard's trampoline left as one page of rets (a thread in a signal
+ * handler may still return into it: dyn_ptrace_guard.c); dyn_proc_resume then detaches
+ * as usual. 0 when P was not followed. */
 int
 dyn_proc_unfollow(dyn_proc_t *p);
 
@@ -681,6 +695,9 @@ typedef struct dyn_clean_report {
     unsigned breaks;   /* breakpoints on the loader's r_brk put back */
     unsigned stub;     /* system-call stubs (dyn_proc_syscall's) put back to the file's
                         * bytes */
+    unsigned fds;      /* descriptors of a killed dyn's memfds closed */
+    uint64_t foreign_brk; /* r_brk jumps here, not to a dyn's trampoline: left alone
+                        * (0: no such jump) */
 } dyn_clean_report_t;
 
 /*

@@ -15,11 +15,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -441,21 +443,34 @@ free_region(dyn_proc_t *p, const region_t *g, const uint64_t *w, size_t n, int u
  * The breakpoint a following dyn (libraries loaded later) put on the loader's r_brk, put
  * back to the file's bytes (read through dyn_module_path: the very file mapped): the jump
  * to its guard's trampoline (5 bytes; the trampoline's pages stay, unused), or the int3
- * of an older dyn or of a process that could not take the guard (1 byte). *N counts it.
+ * of an older dyn or of a process that could not take the guard (1 byte); OUT->breaks
+ * counts it. A jump elsewhere than to a trampoline of dyn's (dyn_proc_is_guard) is not
+ * ours: left alone, its target in OUT->foreign_brk.
  */
 static void
-restore_break(dyn_proc_t *p, unsigned *n)
+restore_break(dyn_proc_t *p, dyn_clean_report_t *out)
 {
     char path[64], line[4096 + 128], fpath[4200];
     uint64_t rd, brk;
-    uint8_t mem, file[5];
+    uint8_t mem[5], file[5];
     size_t len;
     FILE *f;
 
-    if (dyn_proc_r_debug(p, &rd, &brk) < 0 || dyn_proc_read(p, brk, &mem, 1) < 0
-        || (mem != 0xcc && mem != 0xe9))
+    if (dyn_proc_r_debug(p, &rd, &brk) < 0 || dyn_proc_read(p, brk, mem, 1) < 0
+        || (mem[0] != 0xcc && mem[0] != 0xe9))
         return;
-    len = mem == 0xe9 ? 5 : 1;
+    len = mem[0] == 0xe9 ? 5 : 1;
+    if (len == 5) {
+        int32_t rel;
+        if (dyn_proc_read(p, brk, mem, 5) < 0)
+            return;
+        memcpy(&rel, mem + 1, 4);
+        uint64_t to = brk + 5 + (uint64_t)(int64_t)rel;
+        if (dyn_proc_is_guard(p, to) != 1) {
+            out->foreign_brk = to;
+            return;
+        }
+    }
     snprintf(path, sizeof(path), "/proc/%d/maps", dyn_proc_pid(p));
     if ((f = fopen(path, "r")) == NULL)
         return;
@@ -473,12 +488,51 @@ restore_break(dyn_proc_t *p, unsigned *n)
             if (pread(fd, file, len, (off_t)(off + (brk - lo))) == (ssize_t)len
                 && (file[0] == 0xc3 || file[0] == 0xf3)
                 && dyn_proc_write(p, brk, file, len) == 0)
-                (*n)++;
+                out->breaks++;
             close(fd);
         }
         break;
     }
     fclose(f);
+}
+
+/*
+ * Descriptors a killed dyn left open in the stopped process P: the memfd of its guard
+ * (made by P between memfd_create and close, dyn_ptrace_guard.c) or of its variables
+ * (opened by P between openat and close, libqpt's qpt_live.c), when dyn died in that
+ * window. Closed (by name, from /proc/PID/fd); OUT->fds counts them. No dyn can be in
+ * that window now: P is traced by us, and a process has one tracer.
+ */
+static void
+close_memfds(dyn_proc_t *p, dyn_clean_report_t *out)
+{
+    static const char *const names[] = { "/memfd:qpt-brk ", "/memfd:qpt-vars " };
+    char path[64], link[128];
+    struct dirent *e;
+    DIR *d;
+
+    snprintf(path, sizeof(path), "/proc/%d/fd", dyn_proc_pid(p));
+    if ((d = opendir(path)) == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char fdpath[96], *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end != '\0' || e->d_name[0] == '\0')
+            continue;
+        snprintf(fdpath, sizeof(fdpath), "%s/%ld", path, fd);
+        ssize_t k = readlink(fdpath, link, sizeof(link) - 1);
+        if (k <= 0)
+            continue;
+        link[k] = '\0';
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            uint64_t a[6] = { (uint64_t)fd, 0, 0, 0, 0, 0 };
+            int64_t r;
+            if (strncmp(link, names[i], strlen(names[i])) == 0
+                && dyn_proc_syscall(p, SYS_close, a, &r) == 0 && r == 0)
+                out->fds++;
+        }
+    }
+    closedir(d);
 }
 
 int
@@ -493,7 +547,8 @@ dyn_clean(
     if (p == NULL || img == NULL || out == NULL || !dyn_proc_is_stopped(p))
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
-    restore_break(p, &out->breaks);
+    restore_break(p, out);
+    close_memfds(p, out);
     if (dyn_proc_stub_reset(p) == 1)
         out->stub++;
     if ((rc = find_regions(p, &r, &out->busy)) < 0 || r.n == 0)

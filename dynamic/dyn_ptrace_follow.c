@@ -248,8 +248,9 @@ dyn_proc_children(int pid, int **out, size_t *n)
  * that holds the thread (a futex wait, no trap, no signal) only while a robust lock in
  * a page shared with the process is held by dyn's thread; the kernel marks that lock
  * when the thread ends, however it ends, and the trampoline is a bare return from then
- * on. A held thread counts itself in the page; dyn_proc_poll reads the count, stops the
- * process and reports DYN_EV_BREAK. Should dyn die, the threads go on and so do their
+ * on. A held thread counts itself in the page (each time round its wait); dyn_proc_poll
+ * reads the count, stops the process and reports DYN_EV_BREAK. dyn_proc_unfollow
+ * retires the trampoline (all rets, never unmapped) rather than unmapping it. Should dyn die, the threads go on and so do their
  * dlopens; `dyn clean` puts r_brk's bytes back. Only when the jump has no room (a `ret`
  * with no padding after it) or the page cannot be made is it the int3 of old instead
  * (at_break): that one stays when dyn dies, and the next dlopen kills the process with
@@ -446,13 +447,13 @@ set_guarded(dyn_proc_t *p, uint64_t brk, const uint8_t *b, size_t n)
         dyn_thread_t *t = &p->th[i];
         if (!t->gone && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0
             && regs.rip > brk && regs.rip < brk + 5 && step_over(t) < 0) {
-            dyn_pt_guard_drop(p, 1);
+            dyn_pt_guard_drop(p, DYN_GUARD_UNMAP);
             return QP_EIO;
         }
     }
     dyn_pt_guard_jump(p, brk, jmp);
     if (dyn_proc_write(p, brk, jmp, sizeof(jmp)) < 0) {
-        dyn_pt_guard_drop(p, 1);
+        dyn_pt_guard_drop(p, DYN_GUARD_UNMAP);
         return QP_EIO;
     }
     memcpy(p->brk_orig, b, sizeof(jmp));
@@ -486,12 +487,18 @@ dyn_proc_set_break(dyn_proc_t *p, uint64_t addr)
     return 0;
 }
 
+int
+dyn_proc_break_unguarded(const dyn_proc_t *p)
+{
+    return p != NULL && p->brk != 0 && p->brk_len == 1;
+}
+
 /* The process ran execve: its breakpoint went with the old image (dyn's side of the
  * guard let go too). */
 static void
 forget_break(dyn_proc_t *p)
 {
-    dyn_pt_guard_drop(p, 0);
+    dyn_pt_guard_drop(p, DYN_GUARD_FORGET);
     p->brk = 0;
     p->brk_len = 0;
 }
@@ -529,7 +536,9 @@ dyn_proc_unfollow(dyn_proc_t *p)
             dyn_proc_destroy(c);
     }
     p->nforks = 0;
-    dyn_pt_guard_drop(p, rc == 0); /* (no thread is in the trampoline now) */
+    /* A thread may still return into the trampoline from a signal handler: its code
+     * stays, all rets (dyn_ptrace_guard.c). */
+    dyn_pt_guard_drop(p, DYN_GUARD_RETIRE);
     p->brk = 0;
     p->brk_len = 0;
     p->follow = 0;
@@ -568,8 +577,19 @@ take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out)
     c->th[0].stopped = 1;
     c->stopped = 1;
     dyn_pt_open_mem(c);
-    if (p->brk != 0) /* (the guard's pages stay in its copy, unused) */
-        dyn_proc_write(c, p->brk, p->brk_orig, (size_t)p->brk_len);
+    /* (the guard's pages stay in its copy, unused) */
+    if (p->brk != 0 && dyn_proc_write(c, p->brk, p->brk_orig, (size_t)p->brk_len) < 0) {
+        /* Both ways of writing failed: the child has ended (seen as such), or, alive,
+         * it keeps the jump into its copy of the trampoline, a bare return there
+         * (dyn_ptrace_guard.c: not the followed process), until `dyn clean CHILD`.
+         * Only an int3 (no guard) would stay harmful: never seen, as a live stopped
+         * child's memory is writable through one way or the other. */
+        if (kill(cpid, 0) < 0 || dyn_pt_thread_exiting(cpid, cpid)) {
+            dyn_proc_destroy(c);
+            errno = ESRCH;
+            return QP_EIO;
+        }
+    }
     *out = c;
     return 0;
 }

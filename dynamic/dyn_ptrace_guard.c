@@ -12,8 +12,10 @@
  *
  *     tramp: cmpl  $TID, lock(%rip)     the lock is not dyn's (dead, or let go):
  *            jne   out                  the routine's own return
- *            lock incl waiting(%rip)    tell dyn (dyn_proc_poll reads the count)
- *     hold:  futex(&lock, FUTEX_WAIT, TID, 5 ms)   blocked while the word is TID;
+ *     hold:  getpid() != PID: jne out   a forked child's copy never holds
+ *            lock incl waiting(%rip)    tell dyn, each time round (dyn_proc_poll reads
+ *                                       the count, and zeroes it once all are stopped)
+ *            futex(&lock, FUTEX_WAIT, TID, 5 ms)   blocked while the word is TID;
  *            cmpl  $TID, lock(%rip)     held while dyn lives, until dyn moves the
  *            je    hold                 thread out (it does the return for it)
  *     out:   ret
@@ -24,6 +26,38 @@
  * dyn's death within 5 ms (the kernel wakes only waiters that marked the word, which
  * these do not). Only registers a call may clobber are used (rax, rcx, rdx, rsi, rdi,
  * r10, r11, the flags).
+ *
+ * The count is raised inside the loop, not once before it: a held thread that takes a
+ * signal runs its handler outside the trampoline, and dyn, stopping the process
+ * meanwhile, does not see it there and zeroes the count; the handler's return brings
+ * it back into the loop, where it counts itself again and is seen at dyn's next poll.
+ *
+ * The trampoline's code page is never unmapped while the process lives (the shared
+ * page is, once the code no longer reads it). A thread may be in a signal handler whose
+ * frame returns into the trampoline (interrupted in the wait or anywhere else in it):
+ * dyn cannot know (the saved context is in the thread's stack, handlers nest, run on an
+ * alternate stack or never return), so no moment is safe to unmap it. Instead,
+ * dyn_proc_unfollow retires it: every byte of the code becomes a `ret` (the stack being
+ * the routine's at every instruction of it, a return from any of them is the routine's
+ * own), and the shared page goes. The next following (this dyn's or a later one's) puts
+ * its trampoline into that same page (reuse_page: found by its tag, a page of the same
+ * layout): a thread that returns there from a handler finds, at each instruction
+ * boundary it can return to, the same instruction, now of the new trampoline (only
+ * immediates and displacements differ: a futex call with a stale address fails with
+ * EFAULT and the loop goes on), so the process keeps one page of ours, whatever the
+ * number of sessions. The shared page can go: every thread is stopped then, those
+ * whose pc is in the trampoline (in the futex call too) are moved back to r_brk first,
+ * and once the code is rets no instruction reads the page (a forked child keeps its own
+ * mapping of it). Both pages are unmapped only when the jump at r_brk was never written
+ * (a failure while putting it in), so no thread ever entered. After an execve nothing
+ * of it is left; a killed dyn leaves both pages, and the lock word marked dead makes the
+ * code a return.
+ *
+ * A forked child shares the page (MAP_SHARED) and has a copy of the code, in which the
+ * lock word still names dyn's thread: the pid test makes that copy a bare return, so a
+ * child is never held (and never raises the parent's count), whatever happened to the
+ * jump at its r_brk (take_child puts the routine's bytes back: when that write fails,
+ * the child keeps a harmless detour, which `dyn clean CHILD` takes out).
  */
 #include "config.h"
 
@@ -33,10 +67,16 @@
 
 #define PAGE 4096u
 #define WAITING_OFF 64 /* the count of held threads, in the shared page */
-#define HOLD_OFF 19 /* offsets in the trampoline (the code above) */
-#define OUT_OFF 59
-#define TS_OFF 64 /* the wait's timeout, a struct timespec */
-#define TRAMP_LEN 80
+#define HOLD_OFF 12 /* offsets in the trampoline (the code above) */
+#define OUT_OFF 73
+#define TS_OFF 80 /* the wait's timeout, a struct timespec */
+#define TRAMP_LEN 96
+#define TAG_OFF 128 /* the page's tag (reuse_page), never executed */
+#define NAME_OFF 160 /* the memfd's name, while it is made */
+/* The tag of a code page of this trampoline's layout (its instruction boundaries):
+ * bump the version whenever they change. */
+static const uint8_t page_tag[16] = { 'q', 'p', 't', '-', 'b', 'r', 'k', 0, 'l', 'a', 'y',
+    'o', 'u', 't', 2, 0 };
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 1u
 #endif
@@ -113,9 +153,10 @@ put32(uint8_t *c, uint32_t v)
     memcpy(c, &v, 4);
 }
 
-/* The trampoline (see the top) at CODE for the lock word at LOCK, TID's. */
+/* The trampoline (see the top) at CODE for the lock word at LOCK, TID's, in process
+ * PID (its own id, as getpid gives it there). */
 static void
-tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint32_t tid)
+tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint32_t tid, uint32_t pid)
 {
     const int64_t ts[2] = { 0, 5000000 };
     memset(c, 0xcc, TRAMP_LEN);
@@ -125,34 +166,77 @@ tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint32_t tid)
     put32(c + 6, tid);
     c[10] = 0x75; /* jne out */
     c[11] = OUT_OFF - 12;
-    c[12] = 0xf0; /* lock incl waiting(%rip) */
-    c[13] = 0xff;
-    c[14] = 0x05;
-    put32(c + 15, (uint32_t)(lock + WAITING_OFF - (code + 19)));
-    c[HOLD_OFF] = 0xb8; /* mov $SYS_futex, %eax */
-    put32(c + 20, SYS_futex);
-    c[24] = 0x48; /* lea lock(%rip), %rdi */
-    c[25] = 0x8d;
-    c[26] = 0x3d;
-    put32(c + 27, (uint32_t)(lock - (code + 31)));
-    c[31] = 0x31; /* xor %esi, %esi (FUTEX_WAIT) */
-    c[32] = 0xf6;
-    c[33] = 0xba; /* mov $tid, %edx */
-    put32(c + 34, tid);
-    c[38] = 0x4c; /* lea ts(%rip), %r10 */
+    c[HOLD_OFF] = 0xb8; /* mov $SYS_getpid, %eax */
+    put32(c + 13, SYS_getpid);
+    c[17] = 0x0f; /* syscall */
+    c[18] = 0x05;
+    c[19] = 0x3d; /* cmp $pid, %eax */
+    put32(c + 20, pid);
+    c[24] = 0x75; /* jne out */
+    c[25] = OUT_OFF - 26;
+    c[26] = 0xf0; /* lock incl waiting(%rip) */
+    c[27] = 0xff;
+    c[28] = 0x05;
+    put32(c + 29, (uint32_t)(lock + WAITING_OFF - (code + 33)));
+    c[33] = 0xb8; /* mov $SYS_futex, %eax */
+    put32(c + 34, SYS_futex);
+    c[38] = 0x48; /* lea lock(%rip), %rdi */
     c[39] = 0x8d;
-    c[40] = 0x15;
-    put32(c + 41, (uint32_t)(TS_OFF - 45));
-    c[45] = 0x0f; /* syscall */
-    c[46] = 0x05;
-    c[47] = 0x81; /* cmpl $tid, lock(%rip) */
-    c[48] = 0x3d;
-    put32(c + 49, (uint32_t)(lock - (code + 57)));
-    put32(c + 53, tid);
-    c[57] = 0x74; /* je hold */
-    c[58] = (uint8_t)(HOLD_OFF - 59);
+    c[40] = 0x3d;
+    put32(c + 41, (uint32_t)(lock - (code + 45)));
+    c[45] = 0x31; /* xor %esi, %esi (FUTEX_WAIT) */
+    c[46] = 0xf6;
+    c[47] = 0xba; /* mov $tid, %edx */
+    put32(c + 48, tid);
+    c[52] = 0x4c; /* lea ts(%rip), %r10 */
+    c[53] = 0x8d;
+    c[54] = 0x15;
+    put32(c + 55, (uint32_t)(TS_OFF - 59));
+    c[59] = 0x0f; /* syscall */
+    c[60] = 0x05;
+    c[61] = 0x81; /* cmpl $tid, lock(%rip) */
+    c[62] = 0x3d;
+    put32(c + 63, (uint32_t)(lock - (code + 71)));
+    put32(c + 67, tid);
+    c[71] = 0x74; /* je hold */
+    c[72] = (uint8_t)(HOLD_OFF - 73);
     c[OUT_OFF] = 0xc3; /* ret */
     memcpy(c + TS_OFF, ts, sizeof(ts));
+}
+
+/* A code page an earlier following left in P within a jump's reach of BRK (see the
+ * top: a page of this layout, by its tag, among the small anonymous r-x mappings of
+ * /proc/PID/maps), or 0. */
+static uint64_t
+reuse_page(dyn_proc_t *p, uint64_t brk)
+{
+    char path[64], line[512];
+    uint64_t found = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (found == 0 && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long lo, hi, ino;
+        char perms[8];
+        int end = 0; /* (the blanks after the inode skipped: the end, when no name) */
+        if (sscanf(line, "%llx-%llx %7s %*s %*s %llu %n", &lo, &hi, perms, &ino, &end) < 4
+            || strcmp(perms, "r-xp") != 0 || ino != 0 || line[end] != '\0'
+            || hi - lo > 64 * PAGE) /* (not a JIT's code heap: read page by page) */
+            continue;
+        for (uint64_t a = lo; found == 0 && a < hi; a += PAGE) {
+            uint8_t t[sizeof(page_tag)];
+            int64_t d = (int64_t)(a - (brk + 5));
+            if (d > INT32_MAX - (int64_t)PAGE || d < INT32_MIN + (int64_t)PAGE)
+                continue;
+            if (dyn_proc_read(p, a + TAG_OFF, t, sizeof(t)) == 0
+                && memcmp(t, page_tag, sizeof(t)) == 0)
+                found = a;
+        }
+    }
+    fclose(f);
+    return found;
 }
 
 /* Lock the robust, process-shared mutex at the start of PAGE (dyn's side): its word is
@@ -187,20 +271,27 @@ dyn_pt_guard_make(dyn_proc_t *p, uint64_t brk)
     static const char name[] = "qpt-brk";
     dyn_guard_t *g = &p->guard;
     char path[64];
-    int64_t fd = -1;
+    int64_t fd = -1, pid;
     int lfd, rc;
-    uint8_t c[TRAMP_LEN];
+    uint8_t c[TAG_OFF + sizeof(page_tag)];
 
     memset(g, 0, sizeof(*g));
-    /* The code page first, its start the memfd's name meanwhile. */
-    QP_CHECK(dyn_space_map_near(p, brk, brk + 5, PAGE, ED_PROT_R | ED_PROT_X, -1, &g->code));
-    rc = dyn_proc_write(p, g->code, name, sizeof(name));
+    if ((pid = call3(p, SYS_getpid, 0, 0, 0)) <= 0) /* (its own, in its pid namespace) */
+        return QP_EIO;
+    /* The code page first (an earlier following's, or a new one), the memfd's name in
+     * it meanwhile. */
+    if ((g->code = reuse_page(p, brk)) != 0)
+        g->reused = 1;
+    else
+        QP_CHECK(dyn_space_map_near(
+            p, brk, brk + 5, PAGE, ED_PROT_R | ED_PROT_X, -1, &g->code));
+    rc = dyn_proc_write(p, g->code + NAME_OFF, name, sizeof(name));
     if (rc == 0) {
         /* Never executed: sealed so (vm.memfd_noexec=2 refuses an executable memfd,
          * and the guard would then fall back to the int3). */
-        fd = call3(p, SYS_memfd_create, g->code, MFD_CLOEXEC | MFD_NOEXEC_SEAL, 0);
+        fd = call3(p, SYS_memfd_create, g->code + NAME_OFF, MFD_CLOEXEC | MFD_NOEXEC_SEAL, 0);
         if (fd == -EINVAL) /* a kernel before MFD_NOEXEC_SEAL (6.3) */
-            fd = call3(p, SYS_memfd_create, g->code, MFD_CLOEXEC, 0);
+            fd = call3(p, SYS_memfd_create, g->code + NAME_OFF, MFD_CLOEXEC, 0);
         if (fd < 0 || call3(p, SYS_ftruncate, (uint64_t)fd, PAGE, 0) != 0)
             rc = QP_EIO;
     }
@@ -228,11 +319,13 @@ dyn_pt_guard_make(dyn_proc_t *p, uint64_t brk)
         rc = lock_page(g->page, &g->tid);
     if (rc == 0) {
         g->locked = 1;
-        tramp_bytes(c, g->code, g->shared, g->tid);
-        rc = dyn_proc_write(p, g->code, c, sizeof(c));
+        memset(c, 0, sizeof(c));
+        tramp_bytes(c, g->code, g->shared, g->tid, (uint32_t)pid);
+        memcpy(c + TAG_OFF, page_tag, sizeof(page_tag));
+        rc = dyn_proc_write(p, g->code, c, sizeof(c)); /* (all stopped: at once) */
     }
     if (rc < 0) {
-        dyn_pt_guard_drop(p, 1);
+        dyn_pt_guard_drop(p, DYN_GUARD_UNMAP);
         return rc;
     }
     return 0;
@@ -275,19 +368,70 @@ dyn_pt_guard_in(const dyn_proc_t *p, uint64_t rip)
     return p->guard.code != 0 && rip >= p->guard.code && rip <= p->guard.code + OUT_OFF;
 }
 
+/* Retire the trampoline of P (see the top): its code all `ret`s, the shared page
+ * unmapped once nothing reads it; 0, or < 0 when the code could not be written (then
+ * both pages stay: the lock word, let go, makes the code a return). */
+static int
+retire(dyn_proc_t *p)
+{
+    uint8_t rets[TS_OFF];
+    memset(rets, 0xc3, sizeof(rets));
+    QP_CHECK(dyn_proc_write(p, p->guard.code, rets, sizeof(rets)));
+    if (p->guard.shared != 0)
+        dyn_space_free(p, p->guard.shared, PAGE);
+    return 0;
+}
+
 void
-dyn_pt_guard_drop(dyn_proc_t *p, int in_process)
+dyn_pt_guard_drop(dyn_proc_t *p, int how)
 {
     dyn_guard_t *g = &p->guard;
 
-    if (in_process && g->shared != 0)
-        dyn_space_free(p, g->shared, PAGE);
-    if (in_process && g->code != 0)
-        dyn_space_free(p, g->code, PAGE);
+    /* (a page an earlier following left is never unmapped: see the top) */
+    if (g->code != 0 && (how == DYN_GUARD_RETIRE || (how == DYN_GUARD_UNMAP && g->reused)))
+        retire(p);
+    else if (how == DYN_GUARD_UNMAP) {
+        if (g->shared != 0)
+            dyn_space_free(p, g->shared, PAGE);
+        if (g->code != 0)
+            dyn_space_free(p, g->code, PAGE);
+    }
     /* A robust mutex still locked is on its thread's robust list, which glibc and the
      * kernel walk: its page stays mapped unless the unlock worked (it fails when called
      * from another thread than dyn_proc_set_break's, which owns the guard). */
     if (g->page != NULL && (!g->locked || pthread_mutex_unlock((pthread_mutex_t *)g->page) == 0))
         munmap(g->page, PAGE);
     memset(g, 0, sizeof(*g));
+}
+
+int
+dyn_proc_is_guard(dyn_proc_t *p, uint64_t code)
+{
+    uint8_t c[16], rets[16];
+    uint32_t rel;
+    char path[64], line[512];
+    FILE *f;
+    int ours = 0;
+
+    if (p == NULL)
+        return QP_EINVAL;
+    memset(rets, 0xc3, sizeof(rets));
+    if (code % PAGE != 0 || dyn_proc_read(p, code, c, sizeof(c)) < 0)
+        return 0;
+    if (memcmp(c, rets, sizeof(rets)) == 0)
+        return 1; /* retired (dyn_proc_unfollow could not put r_brk back) */
+    if (c[0] != 0x81 || c[1] != 0x3d)
+        return 0;
+    memcpy(&rel, c + 2, 4);
+    uint64_t lock = code + 10 + (uint64_t)(int64_t)(int32_t)rel;
+    snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (!ours && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long lo;
+        ours = sscanf(line, "%llx-", &lo) == 1 && lo == lock
+            && strstr(line, " /memfd:qpt-brk") != NULL;
+    }
+    fclose(f);
+    return ours;
 }

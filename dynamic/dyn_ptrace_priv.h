@@ -62,6 +62,7 @@ typedef struct dyn_guard {
     uint64_t code;   /* the process's page with the trampoline, or 0 */
     uint32_t tid;    /* our thread, the lock's owner */
     int locked;      /* the lock is ours */
+    int reused;      /* the code page is an earlier following's (never unmapped) */
 } dyn_guard_t;
 
 struct dyn_proc {
@@ -134,6 +135,11 @@ int dyn_pt_guard_waiting(const dyn_proc_t *p);
 void dyn_pt_guard_settled(const dyn_proc_t *p);
 int dyn_pt_guard_holds(const dyn_proc_t *p, uint64_t rip);
 int dyn_pt_guard_in(const dyn_proc_t *p, uint64_t rip);
-void dyn_pt_guard_drop(dyn_proc_t *p, int in_process);
+enum { /* how dyn_pt_guard_drop leaves the process */
+    DYN_GUARD_FORGET, /* as it is (an execve took the pages) */
+    DYN_GUARD_UNMAP,  /* both pages unmapped (nothing ever jumped there) */
+    DYN_GUARD_RETIRE, /* the code all rets, kept; the shared page unmapped */
+};
+void dyn_pt_guard_drop(dyn_proc_t *p, int how);
 
 #endif

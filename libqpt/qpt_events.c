@@ -160,6 +160,16 @@ set_break(qpt_space_t *s, struct qpt_watch *w)
 }
 
 int
+qpt_watch_unguarded(const qpt_space_t *s)
+{
+    if (s == NULL)
+        return QP_EINVAL;
+    const qpt_space_t *top = s->parent != NULL ? s->parent : s;
+    return top->watch != NULL && top->watch->brk_set && top->proc != NULL
+        && dyn_proc_break_unguarded(top->proc);
+}
+
+int
 qpt_live_watch(qpt_space_t *s, unsigned mask)
 {
     if (s->parent != NULL)

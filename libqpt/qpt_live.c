@@ -33,14 +33,20 @@
 
 int qpt_load_live_program(qpt_space_t *s, const char *exe, char *why, size_t whylen);
 
-/* The variables holding [ADDR, ADDR + LEN) wholly, or NULL. */
+/* The variables with a copy of ours holding [ADDR, ADDR + LEN) wholly, of S or of its
+ * libraries' spaces, or NULL: those still in the process first (an address of memory
+ * gone with a dlclose or an execve may have been given again). */
 static const qpt_live_vars_t *
 vars_at(const qpt_space_t *s, uint64_t addr, size_t len)
 {
-    const qpt_live_vars_t *v = s->lvars;
-    for (size_t i = 0; i < s->nlvars; i++)
-        if (addr >= v[i].remote && addr + len <= v[i].remote + v[i].len && addr + len >= addr)
-            return &v[i];
+    for (int gone = 0; gone < 2; gone++)
+        for (const qpt_space_t *x = s; x != NULL; x = x == s ? s->libs : x->next_lib) {
+            const qpt_live_vars_t *v = x->lvars;
+            for (size_t i = 0; i < x->nlvars; i++)
+                if (v[i].gone == gone && v[i].local != NULL && addr >= v[i].remote
+                    && addr + len <= v[i].remote + v[i].len && addr + len >= addr)
+                    return &v[i];
+        }
     return NULL;
 }
 
@@ -463,8 +469,9 @@ qpt_live_close(qpt_space_t *s)
     s->lent = NULL;
     qpt_live_vars_t *v = s->lvars;
     for (size_t i = 0; i < s->nlvars; i++) {
-        /* The process's mapping goes when no snippet reads it any more. */
-        if (p != NULL && dyn_proc_is_stopped(p))
+        /* The process's mapping goes when no snippet reads it any more (not one gone
+         * with an execve or a dlclose: its address is no longer ours). */
+        if (p != NULL && dyn_proc_is_stopped(p) && !v[i].gone)
             dyn_space_free(p, v[i].remote, v[i].len);
         if (v[i].local != NULL)
             munmap(v[i].local, v[i].len);
@@ -538,7 +545,7 @@ int
 qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
 {
     const qpt_live_vars_t *v = vars_at(s, addr, len);
-    if (v != NULL && v->local != NULL) {
+    if (v != NULL) {
         /* Word by word, atomically: snippets may be adding to them right now. */
         const uint8_t *src = (const uint8_t *)v->local + (addr - v->remote);
         if (addr % 8 == 0 && len % 8 == 0)
@@ -549,10 +556,6 @@ qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
             memcpy(buf, src, len);
         return 0;
     }
-    /* The variables of its libraries' spaces too (qpt_library). */
-    for (qpt_space_t *l = s->libs; l != NULL; l = l->next_lib)
-        if (vars_at(l, addr, len) != NULL)
-            return qpt_live_read(l, addr, buf, len);
     QP_CHECK(qpt_live_gone(s, 0));
     int rc = dyn_proc_read(s->proc, addr, buf, len);
     if (rc < 0 && qpt_live_gone(s, 1) < 0)
@@ -665,6 +668,50 @@ forget_insertions(qpt_space_t *s, int gone_all)
     s->inactive = 0;
 }
 
+/*
+ * The variables of library space L, just unloaded (its insertions forgotten), out of the
+ * stopped process: each one no insertion of the process's other spaces uses. Its
+ * mapping is unmapped (else every load of a library would leave one more), its last
+ * values kept in our copy (a private one copied first: its values are final, the
+ * library's code is gone), readable as before; gone from then on.
+ */
+static void
+retire_vars(qpt_space_t *l)
+{
+    qpt_space_t *top = l->parent;
+    dyn_proc_t *p = top->proc;
+    qpt_live_vars_t *v = l->lvars;
+    if (p == NULL || !dyn_proc_is_stopped(p))
+        return;
+    for (size_t i = 0; i < l->nlvars; i++) {
+        uint64_t lo = v[i].remote, hi = lo + v[i].len;
+        size_t k;
+        int used = 0;
+        for (const qpt_space_t *x = top; x != NULL && !used;
+             x = x == top ? top->libs : x->next_lib)
+            used = x != l && qpt_live_uses(x, lo, hi, &k) != 0;
+        if (used || v[i].gone)
+            continue;
+        if (v[i].local == NULL) {
+            void *m = mmap(NULL, v[i].len, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (m == MAP_FAILED)
+                continue;
+            if (dyn_proc_read(p, lo, m, v[i].len) < 0) {
+                munmap(m, v[i].len);
+                continue;
+            }
+            v[i].local = m;
+        }
+        if (dyn_space_free(p, lo, v[i].len) < 0)
+            continue;
+        if (v[i].fd >= 0)
+            close(v[i].fd); /* (our mapping keeps the memfd) */
+        v[i].fd = -1;
+        v[i].gone = 1;
+    }
+}
+
 void
 qpt_live_lib_gone(qpt_space_t *l, int gone_all, const char *why)
 {
@@ -674,6 +721,8 @@ qpt_live_lib_gone(qpt_space_t *l, int gone_all, const char *why)
     qpt_live_vars_t *v = l->lvars;
     for (size_t i = 0; gone_all && i < l->nlvars; i++)
         v[i].gone = 1;
+    if (!gone_all)
+        retire_vars(l);
     l->stale = 1;
     snprintf(l->err, sizeof(l->err), "%s: %s", l->lib_name, why);
 }

@@ -802,6 +802,18 @@ ins_uses(const qpt_ins_t *in, uint64_t lo, uint64_t hi)
 }
 
 int
+qpt_live_uses(const qpt_space_t *s, uint64_t lo, uint64_t hi, size_t *k /*OUT*/)
+{
+    const qpt_live_set_t *l = s->sess;
+    for (*k = 0; *k < s->nins; (*k)++) {
+        int in = l != NULL && *k < l->nin && l->in[*k];
+        if ((in || !s->ins[*k].removed) && ins_uses(&s->ins[*k], lo, hi))
+            return in ? 1 : 2;
+    }
+    return 0;
+}
+
+int
 qpt_live_free(qpt_space_t *s, uint64_t addr)
 {
     qpt_live_vars_t *v = s->lvars;
@@ -813,15 +825,14 @@ qpt_live_free(qpt_space_t *s, uint64_t addr)
                         (unsigned long long)addr);
     if (!dyn_proc_is_stopped(s->proc))
         return qpt_live_must_be_stopped(s);
-    const qpt_live_set_t *l = s->sess;
-    for (size_t k = 0; k < s->nins; k++) {
-        int in = l != NULL && k < l->nin && l->in[k];
-        if ((in || !s->ins[k].removed) && ins_uses(&s->ins[k], addr, addr + v[i].len))
-            return qpt_fail(s, QP_EINVAL, "0x%llx: insertion %zu uses it (%s): remove it and "
-                            "commit first", (unsigned long long)addr, k,
-                            in ? "in the process" : "to be committed");
-    }
-    int rc = dyn_space_free(s->proc, v[i].remote, v[i].len);
+    size_t k;
+    int use = qpt_live_uses(s, addr, addr + v[i].len, &k);
+    if (use != 0)
+        return qpt_fail(s, QP_EINVAL, "0x%llx: insertion %zu uses it (%s): remove it and "
+                        "commit first", (unsigned long long)addr, k,
+                        use == 1 ? "in the process" : "to be committed");
+    /* (memory gone with an execve or a dlclose is no longer the process's to unmap) */
+    int rc = v[i].gone ? 0 : dyn_space_free(s->proc, v[i].remote, v[i].len);
     if (rc < 0)
         return qpt_fail(s, rc, "unmapping: %s", rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
     if (v[i].local != NULL)

@@ -47,6 +47,12 @@ qpt_children(int pid, int **pids, size_t *n)
 }
 
 int
+qpt_watch_unguarded(const qpt_space_t *s)
+{
+    return s == NULL ? QP_EINVAL : 0; /* (no process is ever watched) */
+}
+
+int
 qpt_clean(int pid, qpt_clean_report_t *out, char *why, size_t whylen)
 {
     (void)pid;

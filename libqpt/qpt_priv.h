@@ -288,6 +288,9 @@ int qpt_live_cpu_slots(qpt_space_t *s, int32_t *rseq_offset, unsigned *ncpu);
 int qpt_live_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t tp,
                           uint64_t *addr);
 int qpt_live_free(qpt_space_t *s, uint64_t addr);
+/* Whether an insertion of S that is in the process (1) or not removed (2) reads or
+ * writes memory in [LO, HI): the first one's index in *K; 0 when none does. */
+int qpt_live_uses(const qpt_space_t *s, uint64_t lo, uint64_t hi, size_t *k /*OUT*/);
 int qpt_live_set_active(qpt_space_t *s, int on);
 int qpt_live_keep_on_exit(qpt_space_t *s, int keep);
 /* The public calls of a process's life, for a live space (arguments checked by
@@ -316,8 +319,9 @@ typedef struct qpt_live_vars {
     size_t len;
     void *local;             /* our mapping */
     int fd;                  /* our memfd */
-    int gone;                /* its mapping in the process went with an execve: its last
-                              * values stay readable here, no new snippet may use it */
+    int gone;                /* its mapping in the process went with an execve, or with
+                              * its library (a dlclose: qpt_live_lib_gone unmaps it): its
+                              * last values stay readable here, no new snippet may use it */
 } qpt_live_vars_t;
 
 /* What a committed set holds: one dyn point per distinct (kind, address). */

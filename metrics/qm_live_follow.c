@@ -394,6 +394,22 @@ on_exec(qml_live_t *l, const char *path)
         qml_placed_event(l, QM_EV_PLACED, NULL, NULL, 0, (qm_now() - t0) * 1e3);
 }
 
+/* Once per session: the loader's breakpoint is the plain int3 (qpt_watch_unguarded),
+ * which a killed dyn leaves behind to kill the program. */
+static void
+say_if_unguarded(qml_live_t *l)
+{
+    if (l->told_unguarded || qpt_watch_unguarded(l->s) != 1)
+        return;
+    l->told_unguarded = 1;
+    qml_say(l,
+        "%d: the loader's breakpoint is a plain int3 here (no room for the guarded jump at "
+        "r_brk, or the process could not make the shared page): should dyn be killed "
+        "(SIGKILL), the program dies (SIGTRAP) at its next dlopen or dlclose unless "
+        "'dyn clean %d' runs first",
+        l->rep->pid, l->rep->pid);
+}
+
 /*
  * The process's events for up to SECS seconds, each handled while it is stopped; then
  * it runs on. Its end sets rep->ended; a process that cannot be followed any more ends
@@ -415,6 +431,7 @@ qml_follow(qml_live_t *l, double secs)
             break;
         case QPT_EV_EXEC:
             on_exec(l, ev.name);
+            say_if_unguarded(l);
             break;
         case QPT_EV_FORK:
             if (ev.child_counted)
@@ -462,6 +479,7 @@ qml_start_following(qml_live_t *l)
             l->rep->pid, qpt_error(l->s));
     else
         l->watching = 1;
+    say_if_unguarded(l);
 }
 
 /* What following saw, at the end: forks, metrics never in. */

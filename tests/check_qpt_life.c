@@ -414,6 +414,9 @@ START_TEST(test_life_dlopen_callbacks)
                   qpt_error(s));
     ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_UNLOAD, on_unload, &w), 0);
     ck_assert_int_eq(qpt_set_callback(s, QPT_EV_EXIT, on_exit_ev, &w), 0);
+    /* the loader's breakpoint is the guarded jump here (the int3: tests/dyn-hold.sh) */
+    ck_assert_int_eq(qpt_watch_unguarded(s), 0);
+    ck_assert_int_eq(qpt_watch_unguarded(NULL), QPT_EINVAL);
     uint64_t ctr = count_calls(s, "work");
     ck_assert_int_eq(qpt_wait(s, 20000), 1);
     ck_assert_int_eq(w.loads, 1);

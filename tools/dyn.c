@@ -249,9 +249,20 @@ print_clean(int pid, const qpt_clean_report_t *r)
 {
     /* A stub a killed dyn left in the slack after the code ends whichever line is last.
      */
-    const char *stub
-        = r->stub > 0 ? "; the bytes under its system-call stub put back" : "";
+    char fds[96] = "";
+    if (r->fds > 0)
+        snprintf(fds, sizeof(fds), "; %u descriptor%s it left open closed", r->fds,
+            r->fds == 1 ? "" : "s");
+    char extra[192];
+    snprintf(extra, sizeof(extra), "%s%s",
+        r->stub > 0 ? "; the bytes under its system-call stub put back" : "", fds);
+    const char *stub = extra;
 
+    if (r->foreign_brk != 0)
+        fprintf(stderr,
+            "%s: %d: the loader's r_brk jumps to 0x%llx, which is not a trampoline of "
+            "dyn's: left alone\n",
+            dyn_prog_name, pid, (unsigned long long)r->foreign_brk);
     if (r->busy > 0)
         fprintf(stderr,
             "%s: %d: %u trampoline memor%s of a dyn still running left alone\n",
@@ -262,15 +273,19 @@ print_clean(int pid, const qpt_clean_report_t *r)
         return;
     }
     /* With trampolines too, one line still: the breakpoint goes after the stub's part. */
-    char both[160];
+    char both[320];
     snprintf(both, sizeof(both), "%s%s", stub,
         r->breaks > 0 ? "; the loader's breakpoint (libraries loaded later) put back" : "");
     stub = both;
     if (r->regions == 0) {
         if (r->stub > 0)
-            printf("%s: %d: the bytes under a killed dyn's system-call stub put back "
+            printf("%s: %d: the bytes under a killed dyn's system-call stub put back%s "
                    "(nothing else of dyn's found)\n",
-                dyn_prog_name, pid);
+                dyn_prog_name, pid, fds);
+        else if (r->fds > 0)
+            printf("%s: %d: %u descriptor%s a killed dyn left open closed (nothing else "
+                   "of dyn's found)\n",
+                dyn_prog_name, pid, r->fds, r->fds == 1 ? "" : "s");
         else
             printf("%s: %d: nothing of dyn's found\n", dyn_prog_name, pid);
         return;

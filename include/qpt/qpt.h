@@ -100,6 +100,10 @@ typedef struct qpt_clean_report {
     unsigned busy;     /* trampoline memories of a mutator still running: left alone */
     unsigned breaks;   /* breakpoints on the loader's r_brk put back */
     unsigned stub;     /* system-call stubs put back to the file's bytes */
+    unsigned fds;      /* descriptors of a killed dyn's memfds closed (it died between
+                        * their opening and closing in the process) */
+    uint64_t foreign_brk; /* the loader's r_brk jumps here, to code that is not a
+                        * trampoline of dyn's: left alone (0: no such jump) */
 } qpt_clean_report_t;
 
 /*
@@ -819,6 +823,18 @@ typedef struct qpt_event {
  * QPT_EINVAL for a library's space (watch its process through S).
  */
 int qpt_watch(qpt_space_t *s, unsigned mask);
+
+/*
+ * 1 when the watch of S (its process's, for a library's space) put the dynamic loader's
+ * breakpoint in as a plain int3 instead of the guarded jump (dyn(1), "Following"): its
+ * r_brk has no room for the jump, or the process could not make the shared page. That
+ * int3 outlives a mutator killed by SIGKILL: the process then dies (SIGTRAP) at its next
+ * dlopen or dlclose unless `dyn clean PID` runs first, so a mutator tells its user.
+ * 0 otherwise (the guarded jump, which a killed mutator leaves harmless; no breakpoint;
+ * a file); QPT_EINVAL for NULL. Ask after qpt_watch and after each QPT_EV_EXEC (the new
+ * program gets its own breakpoint).
+ */
+int qpt_watch_unguarded(const qpt_space_t *s);
 
 /*
  * The next event of the watched process of S into *EV: 1 with an event, 0 when none
