@@ -40,8 +40,9 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     int rc = plan->reason ? edl_sort_leave(plan) : QP_ENOMEM;
     if (rc == 0)
         rc = edl_index_tables(plan);
+    uint8_t *vouched = NULL; /* (the decision's, read again by the unfit reasons) */
     if (rc == 0)
-        rc = edl_decide(plan);
+        rc = edl_decide(plan, &vouched);
     plan->opts.stay = NULL; /* the caller's: read by decide only */
     plan->opts.nstay = 0;
     plan->opts.leave = NULL; /* the caller's too */
@@ -51,11 +52,9 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     plan->nleave = 0;
     if (rc == 0)
         rc = edl_build_segments(plan);
-    if (rc == 0) {
-        uint8_t *vouched = edl_vouched_procs(prog);
-        rc = vouched != NULL ? edl_decide_unfit(plan, vouched) : QP_ENOMEM;
-        free(vouched);
-    }
+    if (rc == 0)
+        rc = edl_decide_unfit(plan, vouched);
+    free(vouched);
     if (rc < 0) {
         ed_plan_destroy(plan);
         return rc;

@@ -1152,8 +1152,9 @@ edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched)
 }
 
 int
-edl_decide(ed_plan_t *plan)
+edl_decide(ed_plan_t *plan, uint8_t **vouched_out)
 {
+    *vouched_out = NULL;
     const cfg_prog_t *prog = plan->prog;
     QP_CHECK(collect_jump_targets(plan));
     plan->copied = calloc(prog->nprocs + 1, 1);
@@ -1253,7 +1254,7 @@ edl_decide(ed_plan_t *plan)
                 (unsigned long long)covered);
     }
     edl_pads_free(&all);
-    free(vouched);
+    *vouched_out = vouched; /* (the unfit reasons read it too) */
     free(mid);
     leave_code_ranges(plan);
     /* Moved code must get an unwind entry that says what the old one said. */
