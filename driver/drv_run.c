@@ -388,20 +388,28 @@ count_unseen_sites(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *
     }
 }
 
+/* A call site to TARGET, the entry of procedure CP (drv_entered's answer for it). */
 static int
-add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint8_t kind,
-         const cfg_prog_t *prog)
+add_call_to(drv_result_t *res, uint64_t target, uint32_t cp, uint32_t block, uint32_t edge,
+            uint8_t kind, const cfg_prog_t *prog)
 {
     QP_CHECK(cfg_vec_grow((void **)&res->calls, &res->calls_site_cap, res->ncalls + 1,
         sizeof(qp_desc_call_t)));
     qp_desc_call_t c = { .target = target, .block = block, .edge = edge, .kind = kind };
-    uint32_t cp = drv_entered(&res->entries, target);
     if (cp != CFG_NONE) {
         c.flags = res->callee_marks[cp] & ~CALLF_SETJMP;
         QP_CHECK(proc_name(res, prog, &prog->procs[cp], &c.name));
     }
     res->calls[res->ncalls++] = c;
     return 0;
+}
+
+static int
+add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint8_t kind,
+         const cfg_prog_t *prog)
+{
+    return add_call_to(res, target, drv_entered(&res->entries, target), block, edge, kind,
+                       prog);
 }
 
 static int
@@ -512,6 +520,11 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (where == ED_AT_TAKEN && (ed->fall_in & DRV_FALL_CHOSEN))
             res->probes[res->nprobes - 1].flags |= ED_PROBE_FALL_IN;
     }
+    /* Room for its blocks and edges at once (not a call an element: cc1 4 million). */
+    QP_CHECK(cfg_vec_grow((void **)&res->blocks, &res->blocks_cap,
+        (size_t)res->nblocks + g->nblocks, sizeof(qp_desc_block_t)));
+    QP_CHECK(cfg_vec_grow((void **)&res->edges, &res->edges_cap,
+        (size_t)res->nedges + g->nedges, sizeof(qp_desc_edge_t)));
     for (uint32_t i = 0; i < g->nblocks; i++) {
         const cfg_block_t *b = &prog->blocks[g->first + i];
         if (g->block_counter[i] != QP_NOCOUNTER) {
@@ -539,15 +552,13 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
             d->flags |= QP_PROC_APPROX_EH;
 
         /* (A direct call to 0, an undefined weak function in a static program, is
-         * never made: no site.) */
-        if ((g->last_kind[i] == ARCH_KIND_CALL && g->last_target[i] != 0)
-            || g->last_kind[i] == ARCH_KIND_CALL_IND)
-            QP_CHECK(add_call(res, g->last_kind[i] == ARCH_KIND_CALL ? g->last_target[i] : 0,
-                              d->block + i, QP_VIRT,
-                              g->last_kind[i] == ARCH_KIND_CALL ? QP_CALL_DIRECT
-                                                                : QP_CALL_INDIRECT, prog));
-        QP_CHECK(cfg_vec_grow((void **)&res->blocks, &res->blocks_cap, res->nblocks + 1,
-            sizeof(qp_desc_block_t)));
+         * never made: no site. CP is the callee of a direct call: looked up once.) */
+        if (g->last_kind[i] == ARCH_KIND_CALL && g->last_target[i] != 0)
+            QP_CHECK(add_call_to(res, g->last_target[i], cp, d->block + i, QP_VIRT,
+                                 QP_CALL_DIRECT, prog));
+        else if (g->last_kind[i] == ARCH_KIND_CALL_IND)
+            QP_CHECK(add_call_to(res, 0, CFG_NONE, d->block + i, QP_VIRT, QP_CALL_INDIRECT,
+                                 prog));
         res->blocks[res->nblocks++] = (qp_desc_block_t) {
             .start = b->start, .size = (uint32_t)(b->end - b->start), .ninsns = b->ninsns,
             .counter = g->block_counter[i],
@@ -579,8 +590,6 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (ed->kind == QP_EDGE_ROOT && g->prog->blocks[g->first + ed->to].npred == 0)
             d->flags |= QP_PROC_APPROX_EH; /* a landing pad (or code only reached from
                                              * outside): a throw may leave flow unbalanced */
-        QP_CHECK(cfg_vec_grow((void **)&res->edges, &res->edges_cap, res->nedges + 1,
-            sizeof(qp_desc_edge_t)));
         /* ret_addr holds the call's old address until drv_result_finish maps it. */
         res->edges[res->nedges] = (qp_desc_edge_t) {
             .from = ed->from == X ? QP_VIRT : d->block + ed->from,
