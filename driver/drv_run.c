@@ -392,8 +392,8 @@ count_unseen_sites(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *
 
 /* A call site to TARGET, the entry of procedure CP (drv_entered's answer for it). */
 static int
-add_call_to(drv_result_t *res, uint64_t target, uint32_t cp, uint32_t block, uint32_t edge,
-            uint8_t kind, const cfg_prog_t *prog)
+add_call_to(drv_result_t *res, uint64_t target, uint32_t cp, uint32_t block,
+            uint32_t edge, uint8_t kind, const cfg_prog_t *prog)
 {
     QP_CHECK(cfg_vec_grow((void **)&res->calls, &res->calls_site_cap, res->ncalls + 1,
         sizeof(qp_desc_call_t)));
@@ -559,8 +559,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
             QP_CHECK(add_call_to(res, g->last_target[i], cp, d->block + i, QP_VIRT,
                                  QP_CALL_DIRECT, prog));
         else if (g->last_kind[i] == ARCH_KIND_CALL_IND)
-            QP_CHECK(add_call_to(res, 0, CFG_NONE, d->block + i, QP_VIRT, QP_CALL_INDIRECT,
-                                 prog));
+            QP_CHECK(add_call_to(res, 0, CFG_NONE, d->block + i, QP_VIRT,
+                                 QP_CALL_INDIRECT, prog));
         res->blocks[res->nblocks++] = (qp_desc_block_t) {
             .start = b->start, .size = (uint32_t)(b->end - b->start), .ninsns = b->ninsns,
             .counter = g->block_counter[i],
@@ -1027,9 +1027,10 @@ populate(void *p, size_t len)
 #ifdef MADV_POPULATE_WRITE
     long ps = sysconf(_SC_PAGESIZE);
     uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
-    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + len) & ~(page - 1);
-    if (e > a)
-        (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE); /* (a failure: faults later) */
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t e = ((uintptr_t)p + len) & ~(page - 1);
+    if (e > a) /* (a failure: the pages fault later, as before) */
+        (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
 #else
     (void)p;
     (void)len;
@@ -1057,10 +1058,13 @@ populate_item(void *arg, unsigned worker, size_t k)
             ne += prog->blocks[b].nsucc;
     }
     size_t np = ne - nb;
+    nb = nb < res->blocks_cap ? nb : res->blocks_cap;
+    ne = ne < res->edges_cap ? ne : res->edges_cap;
+    np = np < res->probes_cap ? np : res->probes_cap;
     populate(res->procs, res->procs_cap * sizeof(qp_desc_proc_t));
-    populate(res->blocks, (nb < res->blocks_cap ? nb : res->blocks_cap) * sizeof(qp_desc_block_t));
-    populate(res->edges, (ne < res->edges_cap ? ne : res->edges_cap) * sizeof(qp_desc_edge_t));
-    populate(res->probes, (np < res->probes_cap ? np : res->probes_cap) * sizeof(ed_probe_t));
+    populate(res->blocks, nb * sizeof(qp_desc_block_t));
+    populate(res->edges, ne * sizeof(qp_desc_edge_t));
+    populate(res->probes, np * sizeof(ed_probe_t));
     return 0;
 }
 
@@ -1093,12 +1097,14 @@ setup_pass(void *arg)
         s->rc = drv_forkers(s->prog, &s->forkers, &s->nforkers);
     if (s->rc == 0)
         s->rc = drv_starters(s->prog, &s->starters, &s->nstarters, &s->taken);
-    if (s->rc == 0
-        && (s->leave = leaving_procs(s->prog, &s->res->entries, s->res->callee_marks)) == NULL)
+    const uint8_t *marks = s->res->callee_marks;
+    if (s->rc == 0)
+        s->leave = leaving_procs(s->prog, &s->res->entries, marks);
+    if (s->rc == 0 && s->leave == NULL)
         s->rc = QP_ENOMEM;
     if (s->rc == 0)
-        s->rc = plan_by_calls(s->drv, s->prog, s->plan, s->by_calls_ok, s->res->callee_marks,
-                              s->leave, &s->solid, &s->by_calls);
+        s->rc = plan_by_calls(s->drv, s->prog, s->plan, s->by_calls_ok, marks, s->leave,
+                              &s->solid, &s->by_calls);
 }
 
 static int
@@ -1130,8 +1136,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         drv_result_free(res);
         return QP_ENOMEM;
     }
-    pass_setup_t su = { drv, prog, plan, res, by_calls_ok, 0, NULL, 0, NULL, NULL, 0, 0, 0,
-                        NULL, NULL, NULL };
+    pass_setup_t su = { drv, prog, plan, res, by_calls_ok, 0, NULL, 0, NULL, NULL, 0, 0,
+                        0, NULL, NULL, NULL };
     populate_job_t pj = { prog, plan, res };
     if (threads > 1) /* (the item fails never) */
         (void)qp_parallel_for_beside(threads, 1, 1, populate_item, &pj, setup_pass, &su);
@@ -1141,8 +1147,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     uint64_t *exits = NULL, *forkers = su.forkers, *starters = su.starters;
     size_t nexits = 0;
     res->nthread_unseen = su.taken != 0; /* called through a pointer: no hook sees it */
-    drv_prog_info_t info = { su.xt, su.nxt, forkers, su.nforkers, starters, su.nstarters, 0,
-                             cfg_image_runtime(prog->img) != CFG_RUNTIME_C };
+    drv_prog_info_t info = { su.xt, su.nxt, forkers, su.nforkers, starters, su.nstarters,
+                             0, cfg_image_runtime(prog->img) != CFG_RUNTIME_C };
     if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
     uint8_t *leave = su.leave, *solid = su.solid, *by_calls = su.by_calls;

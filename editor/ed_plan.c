@@ -211,7 +211,8 @@ gather_part(void *arg, unsigned worker, size_t k)
 {
     (void)worker;
     const gather_job_t *j = arg;
-    size_t lo = k * GATHER_GRAIN, hi = lo + GATHER_GRAIN < j->nv ? lo + GATHER_GRAIN : j->nv;
+    size_t lo = k * GATHER_GRAIN, hi = lo + GATHER_GRAIN < j->nv ? lo + GATHER_GRAIN
+                                                                  : j->nv;
     for (size_t i = lo; i < hi; i++)
         j->v[i] = j->probes[j->key[i] & UINT32_MAX];
     return 0;
@@ -222,7 +223,8 @@ runs_part(void *arg, unsigned worker, size_t k)
 {
     (void)worker;
     const gather_job_t *j = arg;
-    size_t lo = k * GATHER_GRAIN, hi = lo + GATHER_GRAIN < j->nv ? lo + GATHER_GRAIN : j->nv;
+    size_t lo = k * GATHER_GRAIN, hi = lo + GATHER_GRAIN < j->nv ? lo + GATHER_GRAIN
+                                                                  : j->nv;
     size_t i = lo;
     while (i < hi && !run_starts(j->key, i))
         i++; /* (the run an earlier part began) */
@@ -237,7 +239,8 @@ runs_part(void *arg, unsigned worker, size_t k)
 }
 
 static int
-gather_probes(const ed_probe_t *probes, size_t n, size_t nv, unsigned threads, ed_probe_t *v)
+gather_probes(const ed_probe_t *probes, size_t n, size_t nv, unsigned threads,
+              ed_probe_t *v)
 {
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t i = 0; i < n; i++)
@@ -247,7 +250,8 @@ gather_probes(const ed_probe_t *probes, size_t n, size_t nv, unsigned threads, e
         }
     if (nv == 0)
         return 0;
-    uint64_t *key = hi - lo <= UINT32_MAX && n < UINT32_MAX ? malloc(nv * sizeof(uint64_t)) : NULL;
+    int fits = hi - lo <= UINT32_MAX && n < UINT32_MAX; /* (keys of 32 + 32 bits) */
+    uint64_t *key = fits ? malloc(nv * sizeof(uint64_t)) : NULL;
     if (key == NULL)
         return 1;
     for (size_t i = 0, k = 0; i < n; i++)

@@ -142,8 +142,8 @@ reuse_segment(const ed_plan_t *plan)
 /* The spans no new code may take: code that stays (extents and blocks), procedures
  * that keep their bytes (KEEP), redirects, jump tables, section ends (as empty cuts). */
 static int
-taken_spans(const ed_plan_t *plan, const edl_pads_t *all, const uint8_t *keep, cfg_span_t **v,
-            size_t *n)
+taken_spans(const ed_plan_t *plan, const edl_pads_t *all, const uint8_t *keep,
+            cfg_span_t **v, size_t *n)
 {
     const cfg_prog_t *prog = plan->prog;
     size_t cap = 0;

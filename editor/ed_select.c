@@ -681,7 +681,8 @@ blocks_from_near(const cfg_prog_t *prog, const uint32_t *by, size_t n, uint64_t 
 {
     size_t i = *from;
     if (i <= n && (i == 0 || prog->blocks[by[i - 1]].start < x)) {
-        for (unsigned s = 0; s < NEAR_STEPS && i < n && prog->blocks[by[i]].start < x; s++)
+        for (unsigned s = 0; s < NEAR_STEPS && i < n && prog->blocks[by[i]].start < x;
+             s++)
             i++;
         if (i == n || prog->blocks[by[i]].start >= x)
             return *from = i;
@@ -755,7 +756,7 @@ check_fde(void *arg, const ed_fde_info_t *fi)
     size_t n;
     const uint32_t *by = cfg_blocks_by_addr(prog, &n);
     /* The first block that starts at or above lo, then back over any that reach it. */
-    size_t lo = cfg_blocks_from(prog, fi->lo), from = lo; /* (where its locations start) */
+    size_t lo = cfg_blocks_from(prog, fi->lo), from = lo; /* (its locations' start) */
     while (lo > 0 && prog->blocks[by[lo - 1]].end > fi->lo)
         lo--;
     /* Owners in address order: each once, in increasing index order, else no run. */
