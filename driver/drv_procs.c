@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,20 +33,37 @@ base_len(const char *name)
     return at != NULL ? (size_t)(at - name) : strlen(name);
 }
 
-/* NAME (without a version or @plt) equals one of NAMES, or starts with one of PREFIXES.
- */
+/* Do NAME and the non-empty WORD differ in their first two characters, so that NAME
+ * neither is WORD nor starts with it? (Most names fail here, before any length is
+ * measured: cc1's qp rewrite asks 883,000 times, 0.36 G instructions in all.) */
+static int
+differs_early(const char *name, const char *word)
+{
+    return word[0] != name[0] || (word[1] != '\0' && word[1] != name[1]);
+}
+
+/* NAME (without a version or @plt) equals one of NAMES, or starts with one of PREFIXES
+ * (none of them empty). */
 static int
 name_matches(const char *name, const char *const *names, const char *const *prefixes)
 {
     if (name == NULL)
         return 0;
-    size_t n = base_len(name);
-    for (; names && *names; names++)
+    size_t n = SIZE_MAX; /* base_len(NAME), once a word is not ruled out early */
+    for (; names && *names; names++) {
+        if (differs_early(name, *names))
+            continue;
+        n = n == SIZE_MAX ? base_len(name) : n;
         if (strlen(*names) == n && strncmp(name, *names, n) == 0)
             return 1;
-    for (; prefixes && *prefixes; prefixes++)
+    }
+    for (; prefixes && *prefixes; prefixes++) {
+        if (differs_early(name, *prefixes))
+            continue;
+        n = n == SIZE_MAX ? base_len(name) : n;
         if (strlen(*prefixes) <= n && strncmp(name, *prefixes, strlen(*prefixes)) == 0)
             return 1;
+    }
     return 0;
 }
 

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "driver/driver.h"
 #include "base/qp_desc.h"
@@ -388,20 +390,28 @@ count_unseen_sites(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *
     }
 }
 
+/* A call site to TARGET, the entry of procedure CP (drv_entered's answer for it). */
 static int
-add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint8_t kind,
-         const cfg_prog_t *prog)
+add_call_to(drv_result_t *res, uint64_t target, uint32_t cp, uint32_t block,
+            uint32_t edge, uint8_t kind, const cfg_prog_t *prog)
 {
     QP_CHECK(cfg_vec_grow((void **)&res->calls, &res->calls_site_cap, res->ncalls + 1,
         sizeof(qp_desc_call_t)));
     qp_desc_call_t c = { .target = target, .block = block, .edge = edge, .kind = kind };
-    uint32_t cp = drv_entered(&res->entries, target);
     if (cp != CFG_NONE) {
         c.flags = res->callee_marks[cp] & ~CALLF_SETJMP;
         QP_CHECK(proc_name(res, prog, &prog->procs[cp], &c.name));
     }
     res->calls[res->ncalls++] = c;
     return 0;
+}
+
+static int
+add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint8_t kind,
+         const cfg_prog_t *prog)
+{
+    return add_call_to(res, target, drv_entered(&res->entries, target), block, edge, kind,
+                       prog);
 }
 
 static int
@@ -512,6 +522,11 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (where == ED_AT_TAKEN && (ed->fall_in & DRV_FALL_CHOSEN))
             res->probes[res->nprobes - 1].flags |= ED_PROBE_FALL_IN;
     }
+    /* Room for its blocks and edges at once (not a call an element: cc1 4 million). */
+    QP_CHECK(cfg_vec_grow((void **)&res->blocks, &res->blocks_cap,
+        (size_t)res->nblocks + g->nblocks, sizeof(qp_desc_block_t)));
+    QP_CHECK(cfg_vec_grow((void **)&res->edges, &res->edges_cap,
+        (size_t)res->nedges + g->nedges, sizeof(qp_desc_edge_t)));
     for (uint32_t i = 0; i < g->nblocks; i++) {
         const cfg_block_t *b = &prog->blocks[g->first + i];
         if (g->block_counter[i] != QP_NOCOUNTER) {
@@ -539,15 +554,13 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
             d->flags |= QP_PROC_APPROX_EH;
 
         /* (A direct call to 0, an undefined weak function in a static program, is
-         * never made: no site.) */
-        if ((g->last_kind[i] == ARCH_KIND_CALL && g->last_target[i] != 0)
-            || g->last_kind[i] == ARCH_KIND_CALL_IND)
-            QP_CHECK(add_call(res, g->last_kind[i] == ARCH_KIND_CALL ? g->last_target[i] : 0,
-                              d->block + i, QP_VIRT,
-                              g->last_kind[i] == ARCH_KIND_CALL ? QP_CALL_DIRECT
-                                                                : QP_CALL_INDIRECT, prog));
-        QP_CHECK(cfg_vec_grow((void **)&res->blocks, &res->blocks_cap, res->nblocks + 1,
-            sizeof(qp_desc_block_t)));
+         * never made: no site. CP is the callee of a direct call: looked up once.) */
+        if (g->last_kind[i] == ARCH_KIND_CALL && g->last_target[i] != 0)
+            QP_CHECK(add_call_to(res, g->last_target[i], cp, d->block + i, QP_VIRT,
+                                 QP_CALL_DIRECT, prog));
+        else if (g->last_kind[i] == ARCH_KIND_CALL_IND)
+            QP_CHECK(add_call_to(res, 0, CFG_NONE, d->block + i, QP_VIRT,
+                                 QP_CALL_INDIRECT, prog));
         res->blocks[res->nblocks++] = (qp_desc_block_t) {
             .start = b->start, .size = (uint32_t)(b->end - b->start), .ninsns = b->ninsns,
             .counter = g->block_counter[i],
@@ -579,8 +592,6 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (ed->kind == QP_EDGE_ROOT && g->prog->blocks[g->first + ed->to].npred == 0)
             d->flags |= QP_PROC_APPROX_EH; /* a landing pad (or code only reached from
                                              * outside): a throw may leave flow unbalanced */
-        QP_CHECK(cfg_vec_grow((void **)&res->edges, &res->edges_cap, res->nedges + 1,
-            sizeof(qp_desc_edge_t)));
         /* ret_addr holds the call's old address until drv_result_finish maps it. */
         res->edges[res->nedges] = (qp_desc_edge_t) {
             .from = ed->from == X ? QP_VIRT : d->block + ed->from,
@@ -995,6 +1006,107 @@ pass_all(pass_t *c, prep_t *prep, unsigned threads)
     return c->rc;
 }
 
+/*
+ * The pages of the result's arrays that describing will write, faulted in on the pool
+ * while the main thread makes the pass's tables (setup_pass): describe_measured took
+ * them a page fault at a time on the main thread (cc1: 0.05-0.07 s; the planned phase's
+ * trimmed heap gives them back). As far as the procedures to measure can use them:
+ * their blocks, their edges and a virtual one a block, counters about as many as edges
+ * beyond blocks (not every reserved page: chromium's worst case is gigabytes). Only
+ * speed: MADV_POPULATE_WRITE changes no byte; without it, nothing happens.
+ */
+typedef struct populate_job {
+    const cfg_prog_t *prog;
+    const ed_plan_t *plan;
+    drv_result_t *res;          /* its reserved arrays (their pointers are not changed) */
+} populate_job_t;
+
+static void
+populate(void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t e = ((uintptr_t)p + len) & ~(page - 1);
+    if (e > a) /* (a failure: the pages fault later, as before) */
+        (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)len;
+#endif
+}
+
+/* qp_task_fn: the populate_job_t ARG's pages (one item). */
+static int
+populate_item(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    (void)k;
+    const populate_job_t *j = arg;
+    const cfg_prog_t *prog = j->prog;
+    drv_result_t *res = j->res;
+    size_t nb = 0, ne = 0;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        if ((p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT))
+            || ed_plan_left_reason(j->plan, i) != NULL)
+            continue;
+        nb += p->nblocks;
+        ne += (size_t)p->nblocks + 1;
+        for (uint32_t b = p->block; b < p->block + p->nblocks; b++)
+            ne += prog->blocks[b].nsucc;
+    }
+    size_t np = ne - nb;
+    nb = nb < res->blocks_cap ? nb : res->blocks_cap;
+    ne = ne < res->edges_cap ? ne : res->edges_cap;
+    np = np < res->probes_cap ? np : res->probes_cap;
+    populate(res->procs, res->procs_cap * sizeof(qp_desc_proc_t));
+    populate(res->blocks, nb * sizeof(qp_desc_block_t));
+    populate(res->edges, ne * sizeof(qp_desc_edge_t));
+    populate(res->probes, np * sizeof(ed_probe_t));
+    return 0;
+}
+
+/* What run_pass makes before the procedures, on the main thread (setup_pass). */
+typedef struct pass_setup {
+    const drv_ops_t *drv;
+    const cfg_prog_t *prog;
+    const ed_plan_t *plan;
+    drv_result_t *res;
+    int by_calls_ok;
+    int rc;                        /* 0 or QP_E* */
+    const uint64_t *xt;            /* the interior entries, nxt */
+    size_t nxt;
+    uint64_t *forkers, *starters;  /* drv_forkers, drv_starters */
+    size_t nforkers, nstarters;
+    int taken;                     /* a starter's address is taken */
+    uint8_t *leave, *solid, *by_calls; /* per procedure */
+} pass_setup_t;
+
+/* The pass_setup_t ARG's tables (qp_parallel_for_beside's serial step). */
+static void
+setup_pass(void *arg)
+{
+    pass_setup_t *s = arg;
+    /* Also fills the program's caches of held addresses and interior entries, which
+     * ed_inplace_create reads beside the pool's workers later (filled lazily, they
+     * must not be filled there). */
+    s->rc = cfg_interior_entries(s->prog, &s->xt, &s->nxt);
+    if (s->rc == 0)
+        s->rc = drv_forkers(s->prog, &s->forkers, &s->nforkers);
+    if (s->rc == 0)
+        s->rc = drv_starters(s->prog, &s->starters, &s->nstarters, &s->taken);
+    const uint8_t *marks = s->res->callee_marks;
+    if (s->rc == 0)
+        s->leave = leaving_procs(s->prog, &s->res->entries, marks);
+    if (s->rc == 0 && s->leave == NULL)
+        s->rc = QP_ENOMEM;
+    if (s->rc == 0)
+        s->rc = plan_by_calls(s->drv, s->prog, s->plan, s->by_calls_ok, marks, s->leave,
+                              &s->solid, &s->by_calls);
+}
+
 static int
 run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
          const drv_weights_t *weights, drv_result_t *res,
@@ -1024,30 +1136,22 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         drv_result_free(res);
         return QP_ENOMEM;
     }
-    const uint64_t *xt = NULL;
-    uint64_t *exits = NULL, *forkers = NULL, *starters = NULL;
-    size_t nxt = 0, nexits = 0, nforkers = 0, nstarters = 0;
-    int taken = 0;
-    /* Also fills the program's caches of held addresses and interior entries, which
-     * ed_inplace_create reads beside the pool's workers later (filled lazily, they
-     * must not be filled there). */
-    int rc = cfg_interior_entries(prog, &xt, &nxt);
-    if (rc == 0)
-        rc = drv_forkers(prog, &forkers, &nforkers);
-    if (rc == 0)
-        rc = drv_starters(prog, &starters, &nstarters, &taken);
-    res->nthread_unseen = taken != 0; /* called through a pointer: no hook sees it */
-    drv_prog_info_t info = { xt, nxt, forkers, nforkers, starters, nstarters, 0,
-                             cfg_image_runtime(prog->img) != CFG_RUNTIME_C };
+    pass_setup_t su = { drv, prog, plan, res, by_calls_ok, 0, NULL, 0, NULL, NULL, 0, 0,
+                        0, NULL, NULL, NULL };
+    populate_job_t pj = { prog, plan, res };
+    if (threads > 1) /* (the item fails never) */
+        (void)qp_parallel_for_beside(threads, 1, 1, populate_item, &pj, setup_pass, &su);
+    else
+        setup_pass(&su);
+    int rc = su.rc;
+    uint64_t *exits = NULL, *forkers = su.forkers, *starters = su.starters;
+    size_t nexits = 0;
+    res->nthread_unseen = su.taken != 0; /* called through a pointer: no hook sees it */
+    drv_prog_info_t info = { su.xt, su.nxt, forkers, su.nforkers, starters, su.nstarters,
+                             0, cfg_image_runtime(prog->img) != CFG_RUNTIME_C };
     if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
-    uint8_t *leave = rc == 0 ? leaving_procs(prog, &res->entries, res->callee_marks) : NULL;
-    uint8_t *solid = NULL, *by_calls = NULL;
-    if (rc == 0 && leave == NULL)
-        rc = QP_ENOMEM;
-    if (rc == 0)
-        rc = plan_by_calls(drv, prog, plan, by_calls_ok, res->callee_marks, leave, &solid,
-                           &by_calls);
+    uint8_t *leave = su.leave, *solid = su.solid, *by_calls = su.by_calls;
     /* Counting drivers measure procedures left in place where they are. */
     int want_ip = (drv == &drv_qp_ops || drv == &drv_naive_ops)
         && ed_plan_stats(plan)->nleft > 0;

@@ -1206,7 +1206,7 @@ edl_layout(ed_plan_t *plan, int reuse)
     if (plan->text_size > UINT32_MAX)
         return QP_ERANGE;
     if (plan->mirror == 0)
-        QP_CHECK(edl_check_kept_exits(plan, NULL)); /* (with reuse: checked in there) */
+        QP_CHECK(edl_check_kept_exits(plan, NULL, NULL)); /* (with reuse: in there) */
     QP_CHECK(index_slots(plan));
     return edl_segment_ends(plan);
 }

@@ -313,8 +313,9 @@ int edl_inplace_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
  * QP_ENOMEM. */
 int edl_plan_reuse(ed_plan_t *plan);
 /* No way out of code that stays (KEEP: procedures that keep their bytes, or NULL) lands
- * in bytes that new code or a redirect took: 0, or QP_EBUG with the first in the stats. */
-int edl_check_kept_exits(ed_plan_t *plan, const uint8_t *keep);
+ * in bytes that new code or a redirect took: 0, or QP_EBUG with the first in the stats.
+ * ALL: every procedure's redirects (edl_pads_all), or NULL: collected where needed. */
+int edl_check_kept_exits(ed_plan_t *plan, const edl_pads_t *all, const uint8_t *keep);
 
 /* As the plain layout's assign, with the chunks and stubs that found a hole there, the
  * rest from the overflow; returns the size from layout-relative 0 (the mirror's first
@@ -331,8 +332,10 @@ size_t edl_chunk_of(const ed_plan_t *plan, size_t i);
 /* ed_select.c, for ed_layout.c: which procedures move */
 
 /* Which procedures move and which stay: plan->reason[i] says why procedure I stays
- * (NULL: it moves), plan->copied and the jump targets are filled. 0 or QP_ENOMEM. */
-int edl_decide(ed_plan_t *plan);
+ * (NULL: it moves), plan->copied and the jump targets are filled; *VOUCHED gets
+ * edl_vouched_procs' answer, which it read (the caller's to free, NULL on failure).
+ * 0 or QP_ENOMEM. */
+int edl_decide(ed_plan_t *plan, uint8_t **vouched /*OUT*/);
 /* Why each procedure left in place cannot be patched there either (plan->unfit). */
 int edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched);
 /* ... for AArch64 code with nothing against it but the missing in-place patcher (the

@@ -142,12 +142,12 @@ reuse_segment(const ed_plan_t *plan)
 /* The spans no new code may take: code that stays (extents and blocks), procedures
  * that keep their bytes (KEEP), redirects, jump tables, section ends (as empty cuts). */
 static int
-taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *n)
+taken_spans(const ed_plan_t *plan, const edl_pads_t *all, const uint8_t *keep,
+            cfg_span_t **v, size_t *n)
 {
     const cfg_prog_t *prog = plan->prog;
     size_t cap = 0;
-    edl_pads_t all;
-    int rc = edl_pads_all(plan, &all);
+    int rc = 0;
     /* Pads are where held addresses may point; so is the rest of a procedure that
      * keeps its bytes. */
     for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
@@ -156,8 +156,8 @@ taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *
         if (proc_moves(plan, pi) && owner != CFG_NONE && !keep[owner]) {
             if (p->flags & CFG_PROC_FRAGMENT)
                 continue;
-            for (size_t k = all.off[pi]; k < all.off[pi + 1] && rc == 0; k++)
-                rc = push_span(v, n, &cap, all.v[k], all.v[k] + PAD_LEN(plan));
+            for (size_t k = all->off[pi]; k < all->off[pi + 1] && rc == 0; k++)
+                rc = push_span(v, n, &cap, all->v[k], all->v[k] + PAD_LEN(plan));
             continue;
         }
         rc = push_span(v, n, &cap, p->start, p->end);
@@ -173,7 +173,6 @@ taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *
     /* Bytes in no block that are neither padding nor dead code: maybe data. */
     for (uint32_t k = 0; k < prog->nunreached && rc == 0; k++)
         rc = push_span(v, n, &cap, prog->unreached[k].start, prog->unreached[k].end);
-    edl_pads_free(&all);
     return rc;
 }
 
@@ -244,12 +243,24 @@ given_spans(const ed_plan_t *plan, const uint8_t *keep, uint64_t lo, uint64_t hi
     return rc;
 }
 
-/* The redirects of one procedure, kept while the held addresses (sorted) stay in it. */
+/* The redirects of one procedure, kept while the held addresses (sorted) stay in it:
+ * read from every procedure's (ALL, made once on the pool by edl_plan_reuse), or
+ * collected for it (ALL NULL, or a fragment, which ALL has none of). cc1: 34,000
+ * procedures' collected again on the main thread cost 0.16 G instructions. */
 typedef struct pads_memo {
-    uint32_t owner; /* whose, or CFG_NONE */
-    uint64_t *v;
+    uint32_t owner;          /* whose, or CFG_NONE */
+    const uint64_t *p;       /* its redirects, n of them */
     size_t n;
+    uint64_t *v;             /* ... when collected here (freed by pads_memo_done) */
+    const edl_pads_t *all;   /* every procedure's redirects, or NULL */
 } pads_memo_t;
+
+static void
+pads_memo_done(pads_memo_t *m)
+{
+    free(m->v);
+    m->v = NULL;
+}
 
 /* Is ADDR a redirect of moved procedure OWNER (an entry or an indirect target)? */
 static int
@@ -257,14 +268,18 @@ is_pad(const ed_plan_t *plan, uint32_t owner, uint64_t addr, pads_memo_t *m)
 {
     uint32_t nind;
     if (m->owner != owner) {
-        free(m->v);
-        m->v = NULL;
+        pads_memo_done(m);
         m->owner = CFG_NONE;
-        if (edl_collect_pads(plan, owner, &m->v, &m->n, &nind) < 0)
+        if (m->all != NULL && !(plan->prog->procs[owner].flags & CFG_PROC_FRAGMENT)) {
+            m->p = m->all->v + m->all->off[owner];
+            m->n = m->all->off[owner + 1] - m->all->off[owner];
+        } else if (edl_collect_pads(plan, owner, &m->v, &m->n, &nind) < 0)
             return -1;
+        else
+            m->p = m->v;
         m->owner = owner;
     }
-    return cfg_u64_contains(m->v, m->n, addr);
+    return cfg_u64_contains(m->p, m->n, addr);
 }
 
 /*
@@ -277,12 +292,12 @@ is_pad(const ed_plan_t *plan, uint32_t owner, uint64_t addr, pads_memo_t *m)
  * (CFG_HELD_TEXTWORD).
  */
 static int
-keep_referenced(const ed_plan_t *plan, uint8_t *keep)
+keep_referenced(const ed_plan_t *plan, const edl_pads_t *all, uint8_t *keep)
 {
     const cfg_prog_t *prog = plan->prog;
     const cfg_held_t *held = NULL; /* lent: read, not copied */
     size_t nheld = 0;
-    pads_memo_t pads = { CFG_NONE, NULL, 0 };
+    pads_memo_t pads = { CFG_NONE, NULL, 0, NULL, all };
     int rc = cfg_held_addrs_view(prog, &held, &nheld);
     /* A jump table's entries are the cases: redirects, or rewritten with the table. */
     cfg_span_t *tab = rc == 0 ? malloc((prog->ntables + 1) * sizeof(cfg_span_t)) : NULL;
@@ -325,7 +340,7 @@ keep_referenced(const ed_plan_t *plan, uint8_t *keep)
             keep[o] = 1;
     }
     free(tab);
-    free(pads.v);
+    pads_memo_done(&pads);
     return rc;
 }
 
@@ -477,13 +492,13 @@ on_exit_keep(ed_plan_t *plan, uint64_t from, uint64_t to, void *arg)
  * over it. A procedure kept so is code that stays in its turn.
  */
 static int
-keep_reached(ed_plan_t *plan, uint8_t *keep)
+keep_reached(ed_plan_t *plan, const edl_pads_t *all, uint8_t *keep)
 {
-    reach_ctx_t c = { keep, { CFG_NONE, NULL, 0 }, NULL, 0, 0 };
+    reach_ctx_t c = { keep, { CFG_NONE, NULL, 0, NULL, all }, NULL, 0, 0 };
     int rc = kept_exits(plan, keep, KEPT_BLOCKS | KEPT_UNREACHED, on_exit_keep, &c);
     while (rc == 0 && c.nwork > 0)
         rc = block_exits(plan, c.work[--c.nwork], on_exit_keep, &c);
-    free(c.pads.v);
+    pads_memo_done(&c.pads);
     free(c.work);
     return rc;
 }
@@ -495,8 +510,8 @@ inside_pad(const ed_plan_t *plan, uint32_t owner, uint64_t to, pads_memo_t *m)
     if (is_pad(plan, owner, to, m) < 0)
         return -1;
     for (size_t k = 0; k < m->n; k++)
-        if (to > m->v[k] && to < m->v[k] + PAD_LEN(plan)
-            && !cfg_u64_contains(plan->dropped, plan->ndropped, m->v[k]))
+        if (to > m->p[k] && to < m->p[k] + PAD_LEN(plan)
+            && !cfg_u64_contains(plan->dropped, plan->ndropped, m->p[k]))
             return 1;
     return 0;
 }
@@ -558,9 +573,9 @@ bad:
  * they were without reuse.)
  */
 int
-edl_check_kept_exits(ed_plan_t *plan, const uint8_t *keep)
+edl_check_kept_exits(ed_plan_t *plan, const edl_pads_t *all, const uint8_t *keep)
 {
-    check_ctx_t c = { { CFG_NONE, NULL, 0 }, 1 };
+    check_ctx_t c = { { CFG_NONE, NULL, 0, NULL, all }, 1 };
     plan->stats.nunreached_into_pad = 0;
     int rc = kept_exits(plan, NULL, KEPT_BLOCKS, on_exit_check, &c);
     c.redirects = 2;
@@ -569,16 +584,17 @@ edl_check_kept_exits(ed_plan_t *plan, const uint8_t *keep)
     c.redirects = 0;
     if (rc == 0 && keep != NULL && plan->mirror != 0)
         rc = kept_exits(plan, keep, KEPT_BLOCKS | KEPT_UNREACHED, on_exit_check, &c);
-    free(c.pads.v);
+    pads_memo_done(&c.pads);
     return rc;
 }
 
 /*
  * plan->holes: the free bytes of the segment SG's old text (given minus taken, split
- * at section boundaries), layout-relative to plan->mirror, its first page.
+ * at section boundaries), layout-relative to plan->mirror, its first page. ALL: every
+ * procedure's redirects.
  */
 static int
-find_holes(ed_plan_t *plan, const cfg_segment_t *sg, uint8_t *keep)
+find_holes(ed_plan_t *plan, const cfg_segment_t *sg, const edl_pads_t *all, uint8_t *keep)
 {
     const cfg_prog_t *prog = plan->prog;
     cfg_span_t *give = NULL, *take = NULL;
@@ -601,9 +617,9 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg, uint8_t *keep)
                 keep[o] = 1;
         }
     if (rc == 0)
-        rc = keep_referenced(plan, keep);
+        rc = keep_referenced(plan, all, keep);
     if (rc == 0)
-        rc = keep_reached(plan, keep);
+        rc = keep_reached(plan, all, keep);
     /* The mirror starts at the segment's page, or the next one when that holds the
      * file's first bytes: the ELF header and program headers that the output file
      * changes must not be written twice (the mirror shows the input's bytes). */
@@ -614,7 +630,7 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg, uint8_t *keep)
     if (rc == 0 && lo < hi)
         rc = given_spans(plan, keep, lo, hi, &give, &ngive);
     if (rc == 0)
-        rc = taken_spans(plan, keep, &take, &ntake);
+        rc = taken_spans(plan, all, keep, &take, &ntake);
     if (rc == 0 && (cut = malloc((2 * prog->img->nsections + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
     for (size_t i = 0; rc == 0 && i < prog->img->nsections; i++)
@@ -839,11 +855,16 @@ edl_plan_reuse(ed_plan_t *plan)
     if (sg == NULL || plan->nslots == 0 || (sg->vaddr & ~(uint64_t)4095) == 0)
         return 0; /* mirror 0 means no reuse */
     uint8_t *keep = calloc(plan->prog->nprocs + 1, 1);
-    int rc = keep != NULL ? find_holes(plan, sg, keep) : QP_ENOMEM;
-    if (rc == 0 && plan->nholes > 0)
-        rc = pack_pieces(plan);
-    if (rc == 0)
-        rc = edl_check_kept_exits(plan, keep);
+    edl_pads_t all; /* (a function of the program and the plan's tables: made once) */
+    int rc = keep != NULL ? edl_pads_all(plan, &all) : QP_ENOMEM;
+    if (rc == 0) {
+        rc = find_holes(plan, sg, &all, keep);
+        if (rc == 0 && plan->nholes > 0)
+            rc = pack_pieces(plan);
+        if (rc == 0)
+            rc = edl_check_kept_exits(plan, &all, keep);
+        edl_pads_free(&all);
+    }
     free(keep);
     QP_CHECK(rc);
     if (plan->stats.bytes_reused < REUSE_MIN) {

@@ -442,6 +442,108 @@ START_TEST(test_plan_collect_parts_joined)
 }
 END_TEST
 
+/* A probe and its place among those given, for the reference's stable order. */
+typedef struct probe_at {
+    ed_probe_t p;
+    size_t i;
+} probe_at_t;
+
+static int
+cmp_probe_at(const void *a, const void *b)
+{
+    const probe_at_t *x = a, *y = b;
+    int c = edl_cmp_probe(&x->p, &y->p);
+    return c != 0 ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* The probes of PR (N) with IN_PLACE's flag as set or not, stably ordered by
+ * edl_cmp_probe, into a new array (*M of them). */
+static ed_probe_t *
+probes_ref(const ed_probe_t *pr, size_t n, int in_place, size_t *m)
+{
+    probe_at_t *v = malloc((n + 1) * sizeof(probe_at_t));
+    ed_probe_t *out = malloc((n + 1) * sizeof(ed_probe_t));
+    ck_assert(v != NULL && out != NULL);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (((pr[i].flags & ED_PROBE_INPLACE) != 0) == in_place)
+            v[k++] = (probe_at_t) { pr[i], i };
+    qsort(v, k, sizeof(probe_at_t), cmp_probe_at);
+    for (size_t i = 0; i < k; i++)
+        out[i] = v[i].p;
+    free(v);
+    *m = k;
+    return out;
+}
+
+/*
+ * ed_plan_set_probes gathers the probes into their sorted places and sorts each
+ * address's run on the pool, by parts of 65,536 places: runs longer than a part and
+ * runs across the parts' ends (of up to 40 probes: insertion, and a merge sort past 16)
+ * come out as a stable sort by edl_cmp_probe gives them, on one thread and on three, and
+ * the probes left in place apart.
+ */
+START_TEST(test_plan_probes_sorted)
+{
+    const char *path = "/usr/bin/bash";
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "test_plan_probes_sorted: no %s, skipped\n", path);
+        return;
+    }
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    size_t n = 300000;
+    ed_probe_t *pr = malloc(n * sizeof(ed_probe_t));
+    ck_assert_ptr_nonnull(pr);
+    uint64_t seed = 12345;
+    size_t i = 0;
+    for (uint32_t run = 0; i < n; run++) {
+        /* Runs of 1 to 40 probes, one of 70,000 (longer than a part), at addresses
+         * in no order (some again later: one address's probes far apart). */
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        size_t len = run == 7 ? 70000 : 1 + (size_t)(seed >> 59) + (size_t)((seed >> 40) & 7);
+        uint64_t addr = 0x400000 + ((seed >> 20) % 50000) * 4;
+        for (size_t k = 0; k < len && i < n; k++, i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            pr[i] = (ed_probe_t) { .addr = addr, .at = (uint8_t)((seed >> 61) % 3),
+                                   .what = (uint8_t)((seed >> 50) & 1 ? ED_SNIP_COUNT
+                                                                     : ED_SNIP_EXIT_HOOK),
+                                   .flags = (uint8_t)(((seed >> 33) & 15) == 0 ? ED_PROBE_INPLACE
+                                                     : ((seed >> 37) & 7) == 0 ? ED_PROBE_ENTRY
+                                                                               : 0),
+                                   .counter = (uint32_t)((seed >> 24) & 3) };
+        }
+    }
+    size_t nv, nw;
+    ed_probe_t *v = probes_ref(pr, n, 0, &nv), *w = probes_ref(pr, n, 1, &nw);
+    ck_assert_uint_gt(nw, 1000);
+    for (unsigned threads = 1; threads <= 3; threads += 2) {
+        ed_opts_t eo = { 0 };
+        eo.threads = threads;
+        ed_plan_t *plan = NULL;
+        ck_assert_int_eq(ed_plan_create(prog, &eo, &plan), 0);
+        ck_assert_int_eq(ed_plan_set_probes(plan, pr, n), 0);
+        ck_assert_uint_eq(plan->nprobes, nv);
+        ck_assert_uint_eq(plan->nip_probes, nw);
+        for (size_t k = 0; k < nv; k++)
+            ck_assert_msg(memcmp(&plan->probes[k], &v[k], sizeof(ed_probe_t)) == 0,
+                          "probe %zu of %zu (threads %u): 0x%llx counter %u, not 0x%llx "
+                          "counter %u", k, nv, threads,
+                          (unsigned long long)plan->probes[k].addr, plan->probes[k].counter,
+                          (unsigned long long)v[k].addr, v[k].counter);
+        ck_assert(memcmp(plan->ip_probes, w, nw * sizeof(ed_probe_t)) == 0);
+        ed_plan_destroy(plan);
+    }
+    free(v);
+    free(w);
+    free(pr);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 /* The driver's in-place entries handed to the plan (ed_plan_set_inplace): taken only
  * for the plan and program they were made for, then owned (freed) by the plan. */
 START_TEST(test_plan_set_inplace)
@@ -495,6 +597,7 @@ plan_suite(void)
     tcase_set_timeout(lay, 120);
     tcase_add_test(lay, test_plan_set_inplace);
     tcase_add_test(lay, test_plan_collect_parts_joined);
+    tcase_add_test(lay, test_plan_probes_sorted);
     suite_add_tcase(s, lay);
     return s;
 }

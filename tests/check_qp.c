@@ -2436,6 +2436,39 @@ START_TEST(test_drv_entries)
 }
 END_TEST
 
+/*
+ * The names of fork-like and thread-starting functions (drv_is_fork_name,
+ * drv_is_thread_name): a whole name or, for threads, a prefix, up to an "@"; most names
+ * are ruled out by their first two characters before any length is measured, never one
+ * of these (one- and two-character names, a prefix's own first characters, an "@" early).
+ */
+START_TEST(test_qp_drv_names)
+{
+    static const struct {
+        const char *name;
+        int fork, thread;
+    } c[] = {
+        { "fork", 1, 0 }, { "fork@plt", 1, 0 }, { "fork@@GLIBC_2.2.5", 1, 0 },
+        { "forks", 0, 0 }, { "for", 0, 0 }, { "f", 0, 0 }, { "", 0, 0 }, { "@plt", 0, 0 },
+        { "_Fork", 1, 0 }, { "_Forkx", 0, 0 }, { "_F", 0, 0 }, { "_", 0, 0 },
+        { "__libc_fork@GLIBC_PRIVATE", 1, 0 }, { "syscall", 1, 0 }, { "daemon", 1, 0 },
+        { "pthread_create@GLIBC_2.34", 0, 1 }, { "pthread_create2", 0, 0 },
+        { "__clone3", 0, 1 }, { "__clone", 0, 1 }, { "__clone4", 0, 0 }, { "__", 0, 0 },
+        { "GOMP_parallel_start", 0, 1 }, { "GOMP_parallel", 0, 1 }, { "GOMP_paralle", 0, 0 },
+        { "G", 0, 0 }, { "GO@plt", 0, 0 },
+        { "_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE",
+          0, 1 },
+        { "_ZNSt6thread@plt", 0, 1 }, { "_ZNSt6threa", 0, 0 }, { "_ZNSt6threa@plt", 0, 0 },
+        { "g_thread_new", 0, 1 }, { "g_thread_ne", 0, 0 }, { "__kmpc_fork_call", 0, 1 },
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        ck_assert_msg(drv_is_fork_name(c[i].name) == c[i].fork, "fork: %s", c[i].name);
+        ck_assert_msg(drv_is_thread_name(c[i].name) == c[i].thread, "thread: %s", c[i].name);
+    }
+    ck_assert(!drv_is_fork_name(NULL) && !drv_is_thread_name(NULL));
+}
+END_TEST
+
 static Suite *
 qp_suite(void)
 {
@@ -2503,6 +2536,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_flow_zero_summary);
     tcase_add_test(tc, test_qp_process_order);
     tcase_add_test(tc, test_qp_report_plt);
+    tcase_add_test(tc, test_qp_drv_names);
     suite_add_tcase(s, tc);
     return s;
 }
