@@ -519,34 +519,28 @@ on_gap_stats(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     return CFG_VEC_PUSH(c->unreached, ((cfg_span_t) { start + pad, end - tail }));
 }
 
+/* cfg_procs_drop's question for reject_bad_gap_procs: found only in a gap (perhaps
+ * jumped to by code that is no better) and not code, noted in *ARG (rejected)? */
+static int
+is_bad_gap_proc(void *arg, const cfg_bproc_t *bp)
+{
+    if (!cfg_gap_only(bp) || bp->p.unsafe == NULL)
+        return 0;
+    cfg_u64_vec_t *rejected = arg;
+    QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
+    return 1;
+}
+
 /* Drop procedures found in gaps that turned out not to be code. */
 static int
 reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
 {
-    size_t k = 0;
-    int dropped = 0;
     /* Only builds make procedures unsafe, and sources are only ever added: none is
      * to be dropped unless a build made one found only in a gap unsafe. */
     if (!atomic_exchange_explicit(&b->unsafe_built, 0, memory_order_relaxed))
         return 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = cfg_bproc_at(b, i);
-        /* Found only in a gap (perhaps jumped to by code that is no better): data. */
-        if (cfg_gap_only(bp) && bp->p.unsafe != NULL) {
-            QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
-            cfg_bproc_free(bp);
-            dropped = 1;
-            continue;
-        }
-        b->entry.v[k] = b->entry.v[i]; /* (ids and entries only: nothing moves) */
-        b->procs.v[k++] = b->procs.v[i];
-    }
-    b->procs.n = b->entry.n = k;
-    if (dropped) {
-        b->procs_ver++;
-        cfg_discover_extents(b);
-    }
-    return dropped;
+    int dropped = cfg_procs_drop(b, is_bad_gap_proc, rejected);
+    return dropped < 0 ? dropped : dropped > 0;
 }
 
 /*****************************************************************************
@@ -1080,6 +1074,20 @@ has_block_at(const cfg_bproc_t *bp, uint64_t addr)
     return 0;
 }
 
+/* cfg_procs_drop's question for tie_nameless_fragments: a procedure found only in a gap
+ * inside the FDE range of the fragment before it (*ARG: where the last fragment's
+ * range ends)? */
+static int
+is_in_tied_fragment(void *arg, const cfg_bproc_t *bp)
+{
+    uint64_t *cut_end = arg;
+    if (bp->p.flags & CFG_PROC_FRAGMENT)
+        *cut_end = bp->hint_end ? bp->hint_end : bp->p.end;
+    else if (bp->p.sources == CFG_SRC_GAP && bp->p.entry < *cut_end)
+        return 1;
+    return 0;
+}
+
 /*
  * Stripped binaries have no "foo.cold" names: a nameless procedure that is never called
  * nor address-taken, that is entered only by jumps from one procedure P, and that
@@ -1209,22 +1217,8 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
     if (!tied)
         return changed;
     /* Gap procedures inside a tied fragment's FDE range are part of it. */
-    size_t k = 0;
     uint64_t cut_end = 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = cfg_bproc_at(b, i);
-        if (bp->p.flags & CFG_PROC_FRAGMENT)
-            cut_end = bp->hint_end ? bp->hint_end : bp->p.end;
-        else if (bp->p.sources == CFG_SRC_GAP && bp->p.entry < cut_end) {
-            cfg_bproc_free(bp);
-            continue;
-        }
-        b->entry.v[k] = b->entry.v[i]; /* (ids and entries only: nothing moves) */
-        b->procs.v[k++] = b->procs.v[i];
-    }
-    b->procs_ver += b->procs.n != k;
-    b->procs.n = b->entry.n = k;
-    cfg_discover_extents(b);
+    QP_CHECK(cfg_procs_drop(b, is_in_tied_fragment, &cut_end));
     return tied + changed;
 }
 

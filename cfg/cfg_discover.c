@@ -773,6 +773,42 @@ set_extent(cfg_builder_t *b, size_t i)
     bp->p.end = end;
 }
 
+int
+cfg_procs_drop(cfg_builder_t *b, int (*drop)(void *arg, const cfg_bproc_t *bp), void *arg)
+{
+    cfg_u64_vec_t before = { 0 }; /* indices of those before dropped ones */
+    size_t k = 0;
+    int rc = 0, lost = 0;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = cfg_bproc_at(b, i);
+        int d = rc == 0 ? drop(arg, bp) : 0;
+        if (d > 0) {
+            cfg_bproc_free(bp);
+            if (k > 0 && (before.n == 0 || before.v[before.n - 1] != k - 1))
+                lost |= CFG_VEC_PUSH(before, k - 1) < 0;
+            continue;
+        }
+        if (d < 0)
+            rc = d;
+        b->entry.v[k] = b->entry.v[i];
+        b->procs.v[k++] = b->procs.v[i];
+    }
+    size_t dropped = b->procs.n - k;
+    b->procs.n = b->entry.n = k;
+    if (dropped > 0) {
+        b->procs_ver++;
+        if (lost)
+            cfg_discover_extents(b);
+        else {
+            b->gen++;
+            for (size_t j = 0; j < before.n; j++)
+                set_extent(b, before.v[j]);
+        }
+    }
+    CFG_VEC_FREE(before);
+    return rc < 0 ? rc : (int)dropped;
+}
+
 void
 cfg_discover_extents(cfg_builder_t *b)
 {

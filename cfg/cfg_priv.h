@@ -332,6 +332,14 @@ int cfg_bpool_add(cfg_builder_t *b, const cfg_bproc_t *bp, uint32_t *id /*OUT*/)
  * 0 or QP_ENOMEM. */
 int cfg_procs_insert(cfg_builder_t *b, size_t at, const cfg_bproc_t *bp);
 
+/*
+ * Walk B's procedures in entry order and drop those DROP(ARG, procedure) answers 1 for
+ * (0 keeps one; a negative answer keeps it and the rest, and is returned), freeing them;
+ * only ids and entries move. The extents that grew, those of the procedures before the
+ * dropped ones, are set. Returns how many were dropped, or DROP's error, or QP_ENOMEM.
+ */
+int cfg_procs_drop(cfg_builder_t *b, int (*drop)(void *arg, const cfg_bproc_t *bp), void *arg);
+
 /* Free every procedure of B's pool and the pool; b->procs and b->entry emptied. */
 void cfg_bpool_free(cfg_builder_t *b);
 
@@ -375,8 +383,8 @@ int cfg_discover_add_new(cfg_builder_t *b);
  * Between begin and end they are kept aside, in an index of their own, instead of being
  * merged into b->procs (an O(n) step each); cfg_discover_find, cfg_discover_proc and
  * cfg_discover_end see b->procs and them as one sorted array would be. End merges
- * them in, recomputes the extents, and frees what begin allocated (also after an error);
- * 0 or QP_ENOMEM.
+ * them in, sets the extents they changed (theirs and their predecessors'), and frees
+ * what begin allocated (also after an error); 0 or QP_ENOMEM.
  */
 int cfg_discover_sweep_begin(cfg_builder_t *b);
 int cfg_discover_sweep_end(cfg_builder_t *b);
