@@ -336,7 +336,7 @@ int cfg_procs_insert(cfg_builder_t *b, size_t at, const cfg_bproc_t *bp);
  * Walk B's procedures in entry order and drop those DROP(ARG, procedure) answers 1 for
  * (0 keeps one; a negative answer keeps it and the rest, and is returned), freeing them;
  * only ids and entries move. The extents that grew, those of the procedures before the
- * dropped ones, are set. Returns how many were dropped, or DROP's error, or QP_ENOMEM.
+ * dropped ones, are set. Returns how many were dropped, or DROP's error.
  */
 int cfg_procs_drop(cfg_builder_t *b, int (*drop)(void *arg, const cfg_bproc_t *bp), void *arg);
 

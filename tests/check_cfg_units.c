@@ -1531,6 +1531,27 @@ check_find_index(const cfg_builder_t *b, const cfg_find_index_t *fx)
     }
 }
 
+/* Every procedure's extent in B is what cfg_discover_extents would set now. */
+static void
+check_extents_current(cfg_builder_t *b)
+{
+    uint64_t ends[8];
+    ck_assert_uint_le(b->procs.n, NELEM(ends));
+    for (size_t i = 0; i < b->procs.n; i++)
+        ends[i] = cfg_bproc_at(b, i)->p.end;
+    cfg_discover_extents(b);
+    for (size_t i = 0; i < b->procs.n; i++)
+        ck_assert_uint_eq(cfg_bproc_at(b, i)->p.end, ends[i]);
+}
+
+/* cfg_procs_drop's question: the procedures at 0x1008 and 0x1080. */
+static int
+drop_1008_1080(void *arg, const cfg_bproc_t *bp)
+{
+    (void)arg;
+    return bp->p.entry == 0x1008 || bp->p.entry == 0x1080;
+}
+
 START_TEST(test_cfg_find_index_follows_adds)
 {
     uint8_t code[0x100];
@@ -1579,13 +1600,15 @@ START_TEST(test_cfg_find_index_follows_adds)
     }
     /* The sweep's end set only the extents its procedures changed: all of them as
      * recomputed from scratch. */
-    uint64_t ends[8];
-    ck_assert_uint_le(b.procs.n, NELEM(ends));
-    for (size_t i = 0; i < b.procs.n; i++)
-        ends[i] = cfg_bproc_at(&b, i)->p.end;
-    cfg_discover_extents(&b);
-    for (size_t i = 0; i < b.procs.n; i++)
-        ck_assert_uint_eq(cfg_bproc_at(&b, i)->p.end, ends[i]);
+    check_extents_current(&b);
+    /* So does a drop, of the procedures it leaves out: the others keep their slots. */
+    const cfg_bproc_t *kept = cfg_bproc_at(&b, b.procs.n - 1);
+    ck_assert_int_eq(cfg_procs_drop(&b, drop_1008_1080, NULL), 2);
+    ck_assert_uint_eq(b.procs.n, NELEM(round) + NELEM(sweep) - 1);
+    ck_assert_ptr_eq(cfg_bproc_at(&b, b.procs.n - 1), kept);
+    ck_assert_uint_eq(cfg_bproc_at(&b, 0)->p.end, 0x1010);
+    check_find_index(&b, &fx);
+    check_extents_current(&b);
     cfg_bpool_free(&b);
     for (size_t i = 0; i < b.strings.n; i++)
         free(b.strings.v[i]);
