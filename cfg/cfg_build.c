@@ -293,7 +293,7 @@ collect_spans(cfg_builder_t *b, span_vec_t *v)
 {
     v->n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = cfg_bproc_at(b, i);
+        cfg_bproc_t *bp = cfg_bproc_walk(b, i);
         if (bp->p.flags & CFG_PROC_FRAGMENT) {
             uint32_t pi = cfg_proc_by_entry(b, bp->parent_entry);
             if (pi != CFG_NONE)
@@ -1108,7 +1108,7 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
     size_t n = b->procs.n;
     int changed = 0;
     for (size_t i = 0; i < n; i++) {
-        cfg_bproc_t *fp = cfg_bproc_at(b, i);
+        cfg_bproc_t *fp = cfg_bproc_walk(b, i);
         if (!fp->tied_nameless)
             continue;
         uint32_t pi = cfg_proc_by_entry(b, fp->parent_entry);
@@ -1144,7 +1144,7 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
     for (size_t i = 0; i < n; i++)
         from[i] = CFG_NONE;
     for (size_t i = 0; i < n; i++) {
-        const cfg_bproc_t *bp = cfg_bproc_at(b, i);
+        const cfg_bproc_t *bp = cfg_bproc_walk(b, i);
         for (size_t e = 0; bp->ntail > 0 && e < bp->edges.n; e++) {
             const cfg_edge_t *ed = &bp->edges.v[e];
             /* (A call's way on into the next procedure is no jump to a fragment.) */
@@ -1173,7 +1173,7 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
         }
     }
     for (size_t f = 0; f < n; f++) {
-        cfg_bproc_t *fp = cfg_bproc_at(b, f);
+        cfg_bproc_t *fp = cfg_bproc_walk(b, f);
         cand[f] = CFG_NONE;
         if (from[f] == CFG_NONE || many[f] || (fp->p.sources & not_fragment) || fp->never_tie
             || (fp->p.flags & CFG_PROC_FRAGMENT) || !(fp->p.sources & CFG_SRC_EH_FRAME))
@@ -1284,7 +1284,7 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b, const cfg_u64_vec_t *noret)
 {
     size_t n = 0;
     for (size_t i = 0; i < b->procs.n; i++)
-        n += rebuild_if_stale(b, cfg_bproc_at(b, i), noret);
+        n += rebuild_if_stale(b, cfg_bproc_walk(b, i), noret);
     return n;
 }
 
@@ -1345,7 +1345,7 @@ snap_take(const cfg_builder_t *b, stale_snap_t *sn)
     sn->n = b->procs.n;
     sn->flags.n = sn->mayret.n = sn->bytes.n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
-        QP_CHECK(CFG_VEC_PUSH(sn->flags, cfg_bproc_at(b, i)->p.flags));
+        QP_CHECK(CFG_VEC_PUSH(sn->flags, cfg_bproc_walk(b, i)->p.flags));
         QP_CHECK(CFG_VEC_PUSH(sn->mayret, (uint8_t)cfg_nr_may_return(b, i)));
         if (!cfg_bproc_at(b, i)->built)
             QP_CHECK(snap_proc(b, i, sn));

@@ -332,7 +332,7 @@ cfg_list_fragments(cfg_builder_t *b)
 {
     b->frags.n = 0;
     for (size_t i = 0; i < b->procs.n; i++)
-        if (cfg_bproc_at(b, i)->p.flags & CFG_PROC_FRAGMENT)
+        if (cfg_bproc_walk(b, i)->p.flags & CFG_PROC_FRAGMENT)
             QP_CHECK(CFG_VEC_PUSH(b->frags, cfg_bproc_at(b, i)->p.entry));
     return 0;
 }
@@ -625,8 +625,8 @@ static void set_extent(cfg_builder_t *b, size_t i);
 
 /*
  * Merge the procedures IDS[0..NA) of the pool (their entries ENT, sorted; in no array
- * yet) into the sorted b->procs and b->entry: only ids and entries move, the old ones
- * above each new one in one piece. Then the extents that changed are set: the new
+ * yet) into the sorted b->procs and b->entry: only ids and entries move. Then the
+ * extents that changed are set: the new
  * ones' and their predecessors' (ends depend on the next entry; the others' neither
  * changed nor did what else bounds them). 0 or QP_ENOMEM (b->procs unchanged).
  */
@@ -643,18 +643,18 @@ merge_new(cfg_builder_t *b, const uint64_t *ent, const uint32_t *ids, size_t na)
         free(pos);
         return QP_ENOMEM;
     }
+    /* From the end: the old ones above the first new one each move once, in order
+     * (a search for each new one missed the cache a step). */
     size_t i = n0, k = na, o = n0 + na;
     while (k > 0) {
-        k--;
-        /* The old ones among the first i above the new one k move up in one piece. */
-        size_t lo = cfg_u64_lower_bound(b->entry.v, i, ent[k] + 1);
-        memmove(b->procs.v + o - (i - lo), b->procs.v + lo, (i - lo) * sizeof(uint32_t));
-        memmove(b->entry.v + o - (i - lo), b->entry.v + lo, (i - lo) * sizeof(uint64_t));
-        o -= i - lo;
-        i = lo;
-        b->procs.v[--o] = ids[k];
-        b->entry.v[o] = ent[k];
-        pos[k] = o;
+        if (i > 0 && b->entry.v[i - 1] > ent[k - 1]) {
+            b->procs.v[--o] = b->procs.v[--i];
+            b->entry.v[o] = b->entry.v[i];
+        } else {
+            b->procs.v[--o] = ids[--k];
+            b->entry.v[o] = ent[k];
+            pos[k] = o;
+        }
     }
     b->procs.n = b->entry.n = n0 + na;
     b->procs_ver++;
@@ -780,7 +780,7 @@ cfg_procs_drop(cfg_builder_t *b, int (*drop)(void *arg, const cfg_bproc_t *bp), 
     size_t k = 0;
     int rc = 0, lost = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = cfg_bproc_at(b, i);
+        cfg_bproc_t *bp = cfg_bproc_walk(b, i);
         int d = rc == 0 ? drop(arg, bp) : 0;
         if (d > 0) {
             cfg_bproc_free(bp);
