@@ -608,6 +608,10 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
     qt %= n + 1;
     while (qh != qt) {
         uint32_t i = queue[qh];
+        /* The one a few places on, if queued (the queue's order is no array's). */
+        size_t ahead = (qh + CFG_WALK_AHEAD) % (n + 1);
+        if (qh < qt ? ahead >= qh && ahead < qt : ahead >= qh || ahead < qt)
+            cfg_bproc_prefetch(b, queue[ahead]);
         qh = (qh + 1) % (n + 1);
         queued[i] = 0;
         if ((rc = nr_deps_pending(b, d, i)) < 0)
