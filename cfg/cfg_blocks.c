@@ -330,7 +330,7 @@ form_edges(trav_t *t)
  * Called whenever BP's edges change.
  */
 int
-cfg_note_noret_sites(cfg_builder_t *b, cfg_bproc_t *bp)
+cfg_note_noret_sites(cfg_bproc_t *bp)
 {
     bp->noret_sites.n = 0;
     bp->ntail = 0;
@@ -341,9 +341,6 @@ cfg_note_noret_sites(cfg_builder_t *b, cfg_bproc_t *bp)
         if (ed->kind == CFG_EDGE_NORETURN && ed->target != 0 && bl->call_target == ed->target)
             QP_CHECK(CFG_VEC_PUSH(bp->noret_sites, ((cfg_noret_site_t) { ed->target, bl->end })));
     }
-    if (b != NULL) /* (a byte of its own: builds on other threads write others) */
-        b->pool.noret[bp->id >> CFG_POOL_SHIFT][bp->id & ((1u << CFG_POOL_SHIFT) - 1)] =
-            bp->noret_sites.n > 0;
     return 0;
 }
 
@@ -460,7 +457,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     bp->blocks_ver = cfg_blocks_changed(b);
     bp->built = 1;
     bp->nr_dirty = 1;
-    if (cfg_note_noret_sites(b, bp) < 0)
+    if (cfg_note_noret_sites(bp) < 0)
         rc = QP_ENOMEM;
     /* Blocks and edges are the analysis's largest lists, and most procedures small:
      * kept at their size, not at the next power of two. */

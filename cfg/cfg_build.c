@@ -1283,9 +1283,8 @@ static size_t
 rebuild_stale_noreturn_callers(cfg_builder_t *b, const cfg_u64_vec_t *noret)
 {
     size_t n = 0;
-    for (size_t i = 0; i < b->procs.n; i++) /* (most have no such call: not looked at) */
-        if (cfg_bproc_had_noret(b, i))
-            n += rebuild_if_stale(b, cfg_bproc_at(b, i), noret);
+    for (size_t i = 0; i < b->procs.n; i++)
+        n += rebuild_if_stale(b, cfg_bproc_walk(b, i), noret);
     return n;
 }
 

@@ -361,25 +361,16 @@ cfg_bpool_add(cfg_builder_t *b, const cfg_bproc_t *bp, uint32_t *id)
     if (pl->n == UINT32_MAX)
         return QP_ENOMEM; /* (CFG_NONE is no id) */
     if ((pl->n >> CFG_POOL_SHIFT) == pl->nchunk) {
-        size_t cap = pl->cap; /* (both arrays of chunks have it) */
-        QP_CHECK(cfg_vec_grow((void **)&pl->noret, &cap, pl->nchunk + 1, sizeof(*pl->noret)));
         QP_CHECK(cfg_vec_grow((void **)&pl->chunk, &pl->cap, pl->nchunk + 1, sizeof(*pl->chunk)));
         /* Each chunk is mapped as it is needed and never moves: no copy of the
          * procedures made so far, nor their pages faulted in again. */
         pl->chunk[pl->nchunk] = malloc(per * sizeof(cfg_bproc_t));
-        pl->noret[pl->nchunk] = calloc(per, 1);
-        if (pl->chunk[pl->nchunk] == NULL || pl->noret[pl->nchunk] == NULL) {
-            free(pl->chunk[pl->nchunk]);
-            free(pl->noret[pl->nchunk]);
+        if (pl->chunk[pl->nchunk] == NULL)
             return QP_ENOMEM;
-        }
         pl->nchunk++;
     }
     *id = pl->n++;
-    cfg_bproc_t *slot = cfg_bproc_id(b, *id);
-    *slot = *bp;
-    slot->id = *id;
-    pl->noret[*id >> CFG_POOL_SHIFT][*id & (per - 1)] = bp->noret_sites.n > 0;
+    *cfg_bproc_id(b, *id) = *bp;
     return 0;
 }
 
@@ -407,12 +398,9 @@ cfg_bpool_free(cfg_builder_t *b)
     /* Dropped procedures' slots were freed already: freeing them again frees nothing. */
     for (uint32_t id = 0; id < pl->n; id++)
         cfg_bproc_free(cfg_bproc_id(b, id));
-    for (size_t c = 0; c < pl->nchunk; c++) {
+    for (size_t c = 0; c < pl->nchunk; c++)
         free(pl->chunk[c]);
-        free(pl->noret[c]);
-    }
     free(pl->chunk);
-    free(pl->noret);
     memset(pl, 0, sizeof(*pl));
     CFG_VEC_FREE(b->procs);
     CFG_VEC_FREE(b->entry);

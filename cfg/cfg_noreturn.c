@@ -697,7 +697,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_nr_deps_t *d)
     if (!cut)
         return 0;
     if (bp->entry_block == CFG_NONE)
-        return cfg_note_noret_sites(b, bp);
+        return cfg_note_noret_sites(bp);
     size_t n = bp->blocks.n;
     uint32_t *newidx = malloc(n * sizeof(uint32_t));
     uint32_t *stack = malloc(n * sizeof(uint32_t));
@@ -740,7 +740,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_nr_deps_t *d)
     if (nb == n) {
         free(newidx);
         free(stack);
-        return cfg_note_noret_sites(b, bp);
+        return cfg_note_noret_sites(bp);
     }
     /* Compact blocks and edges in place (both are in block order). */
     size_t ne = 0;
@@ -765,7 +765,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_nr_deps_t *d)
     bp->edges.n = ne;
     free(newidx);
     free(stack);
-    QP_CHECK(cfg_note_noret_sites(b, bp));
+    QP_CHECK(cfg_note_noret_sites(bp));
     return 1;
 }
 

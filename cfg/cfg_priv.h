@@ -236,7 +236,6 @@ typedef struct cfg_bproc {
                                        * its entry without a call (so it may return,
                                        * whatever its callees do), 2 blocks_ver when not,
                                        * as found for those blocks (cfg_noreturn.c) */
-    uint32_t id;                      /* its id in the builder's pool */
     CFG_VEC(cfg_range_t) covered;     /* gap sweep: runs of adjacent blocks, as last found */
     uint64_t covered_ver;             /* ... among the blocks of that version */
     uint64_t covered_lo, covered_hi;  /* ... starting in [lo, hi) */
@@ -266,8 +265,6 @@ typedef struct cfg_plt_held {
 #define CFG_POOL_SHIFT 12             /* 4,096 procedures a chunk (1.4 MB) */
 typedef struct cfg_bpool {
     cfg_bproc_t **chunk;              /* the chunks */
-    uint8_t **noret;                  /* per chunk, a byte a procedure: nonzero when it
-                                       * had noret_sites when they were last noted */
     size_t nchunk, cap;               /* how many; allocated */
     uint32_t n;                       /* ids given out */
 } cfg_bpool_t;
@@ -469,18 +466,8 @@ int cfg_set_unsafe(cfg_str_vec_t *strings, cfg_bproc_t *bp, const char *fmt, ...
 size_t cfg_padding_len(const arch_isa_t *isa, const uint8_t *p, size_t n, uint64_t addr);
 
 /* cfg_blocks.c: note BP's "never returns" call edges and count its tail calls (whenever
- * its edges change), and whether it has such edges in B's pool (B NULL: BP is in none).
- * 0 or QP_ENOMEM. */
-int cfg_note_noret_sites(cfg_builder_t *b, cfg_bproc_t *bp);
-
-/* Had procedure index I noret_sites when they were last noted (cheaper to ask than the
- * procedure)? */
-static inline int
-cfg_bproc_had_noret(const cfg_builder_t *b, size_t i)
-{
-    uint32_t id = b->procs.v[i];
-    return b->pool.noret[id >> CFG_POOL_SHIFT][id & ((1u << CFG_POOL_SHIFT) - 1)];
-}
+ * its edges change). 0 or QP_ENOMEM. */
+int cfg_note_noret_sites(cfg_bproc_t *bp);
 
 /* cfg_noreturn.c: the noreturn analysis (see there). */
 typedef struct cfg_nr_deps cfg_nr_deps_t;

@@ -1724,7 +1724,7 @@ nr_rand_body(cfg_builder_t *b, cfg_bproc_t *bp, uint32_t *seed)
     }
     bp->entry_block = 0;
     bp->blocks_ver = cfg_blocks_changed(b);
-    ck_assert_int_eq(cfg_note_noret_sites(NULL, bp), 0);
+    ck_assert_int_eq(cfg_note_noret_sites(bp), 0);
 }
 
 /* BP was built again, or its extent or fragment mark changed (what the builder notes). */
