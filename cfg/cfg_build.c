@@ -863,7 +863,9 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         return QP_ENOMEM;
     }
     flat_ctx_t f = { b, prog, npred, local_to_global };
+    cfg_discover_freeze(b, 1); /* (the copies look fragments' parents up at once) */
     int rc = qp_parallel_for(b->nscratch, np, 64, flat_copy_task, &f, NULL);
+    cfg_discover_freeze(b, 0);
     prog->nprocs = (uint32_t)np;
     prog->nblocks = (uint32_t)nb;
     prog->nedges = (uint32_t)ne;
