@@ -195,7 +195,8 @@ assign_ranges(cfg_builder_t *b)
         if (parent.v[j] == CFG_NONE)
             continue;
         cfg_bproc_t *f = cfg_bproc_at(b, frag.v[j]);
-        rc = CFG_VEC_PUSH(cfg_bproc_at(b, parent.v[j])->ranges, ((cfg_range_t) { f->p.start, f->p.end }));
+        rc = CFG_VEC_PUSH(cfg_bproc_at(b, parent.v[j])->ranges,
+                          ((cfg_range_t) { f->p.start, f->p.end }));
         if (f->blocks.n > 0)
             f->blocks_ver = cfg_blocks_changed(b);
         f->blocks.n = f->edges.n = f->noret_sites.n = f->ntail = 0; /* a fragment has no
@@ -297,7 +298,8 @@ collect_spans(cfg_builder_t *b, span_vec_t *v)
         if (bp->p.flags & CFG_PROC_FRAGMENT) {
             uint32_t pi = cfg_proc_by_entry(b, bp->parent_entry);
             if (pi != CFG_NONE)
-                QP_CHECK(push_spans_in(bp, cfg_bproc_at(b, pi), bp->p.start, bp->p.end, v));
+                QP_CHECK(
+                    push_spans_in(bp, cfg_bproc_at(b, pi), bp->p.start, bp->p.end, v));
         } else
             QP_CHECK(push_spans_in(bp, bp, bp->p.start, bp->p.end, v));
     }
@@ -1122,7 +1124,8 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
             fp->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
             fp->tied_nameless = 0;
             if (pi != CFG_NONE && pi < b->procs.n)
-                cfg_mark_unbuilt(b, cfg_bproc_at(b, pi)); /* without the fragment's blocks */
+                cfg_mark_unbuilt(b, cfg_bproc_at(b, pi)); /* without the fragment's
+                                                           * blocks */
             cfg_mark_unbuilt(b, fp);
             cfg_mark_nr_dirty(b, fp);
             b->gen++;
@@ -1365,7 +1368,8 @@ snap_same(const cfg_builder_t *b, const stale_snap_t *sn)
     if (b->procs.n != sn->n)
         return 0;
     for (size_t i = 0; i < sn->n; i++)
-        if (cfg_bproc_at(b, i)->p.flags != sn->flags.v[i] || cfg_nr_may_return(b, i) != sn->mayret.v[i])
+        if (cfg_bproc_at(b, i)->p.flags != sn->flags.v[i]
+            || cfg_nr_may_return(b, i) != sn->mayret.v[i])
             return 0;
     /* The same procedures, as they are now. */
     stale_snap_t now = { 0 };

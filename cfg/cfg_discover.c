@@ -361,7 +361,8 @@ cfg_bpool_add(cfg_builder_t *b, const cfg_bproc_t *bp, uint32_t *id)
     if (pl->n == UINT32_MAX)
         return QP_ENOMEM; /* (CFG_NONE is no id) */
     if ((pl->n >> CFG_POOL_SHIFT) == pl->nchunk) {
-        QP_CHECK(cfg_vec_grow((void **)&pl->chunk, &pl->cap, pl->nchunk + 1, sizeof(*pl->chunk)));
+        QP_CHECK(cfg_vec_grow((void **)&pl->chunk, &pl->cap, pl->nchunk + 1,
+                              sizeof(*pl->chunk)));
         /* Each chunk is mapped as it is needed and never moves: no copy of the
          * procedures made so far, nor their pages faulted in again. */
         pl->chunk[pl->nchunk] = malloc(per * sizeof(cfg_bproc_t));
@@ -637,9 +638,8 @@ merge_new(cfg_builder_t *b, const uint64_t *ent, const uint32_t *ids, size_t na)
     if (na == 0)
         return 0;
     size_t *pos = malloc(na * sizeof(size_t)); /* where the new ones went */
-    if (pos == NULL
-        || cfg_vec_grow((void **)&b->procs.v, &b->procs.cap, n0 + na, sizeof(uint32_t)) < 0
-        || cfg_vec_grow((void **)&b->entry.v, &b->entry.cap, n0 + na, sizeof(uint64_t)) < 0) {
+    if (pos == NULL || CFG_VEC_FIT(b->procs, n0 + na) < 0
+        || CFG_VEC_FIT(b->entry, n0 + na) < 0) {
         free(pos);
         return QP_ENOMEM;
     }

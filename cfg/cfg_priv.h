@@ -30,6 +30,9 @@
     ((vec).n < (vec).cap                                                                 \
          ? 0                                                                             \
          : cfg_vec_grow((void **)&(vec).v, &(vec).cap, (vec).n + 1, sizeof(*(vec).v)))
+/* Make room for N elements in all; evaluates to 0 or QP_ENOMEM. */
+#define CFG_VEC_FIT(vec, need)                                                           \
+    cfg_vec_grow((void **)&(vec).v, &(vec).cap, (need), sizeof(*(vec).v))
 /* Append X; evaluates to 0 or QP_ENOMEM. */
 #define CFG_VEC_PUSH(vec, x)                                                             \
     (CFG_VEC_GROW(vec) < 0 ? QP_ENOMEM : ((vec).v[(vec).n++] = (x), 0))
@@ -276,7 +279,7 @@ typedef struct cfg_builder {
     CFG_VEC(uint32_t) procs;          /* their ids sorted by entry address: procedure
                                        * index I is procs.v[I] (cfg_bproc_at) */
     cfg_u64_vec_t entry;              /* the entry of each, in the same order: searched
-                                       * instead of the procedures (a cache miss a step) */
+                                       * instead of the procedures (a miss a step) */
     cfg_u64_vec_t addr_taken;         /* code addresses held as data, sorted */
     cfg_u64_vec_t new_entries;        /* call/jump targets found while building */
     CFG_VEC(uint32_t) new_srcs;       /* their CFG_SRC_* bits */
@@ -360,7 +363,8 @@ int cfg_procs_insert(cfg_builder_t *b, size_t at, const cfg_bproc_t *bp);
  * only ids and entries move. The extents that grew, those of the procedures before the
  * dropped ones, are set. Returns how many were dropped, or DROP's error.
  */
-int cfg_procs_drop(cfg_builder_t *b, int (*drop)(void *arg, const cfg_bproc_t *bp), void *arg);
+int cfg_procs_drop(cfg_builder_t *b, int (*drop)(void *arg, const cfg_bproc_t *bp),
+                   void *arg);
 
 /* Free every procedure of B's pool and the pool; b->procs and b->entry emptied. */
 void cfg_bpool_free(cfg_builder_t *b);

@@ -1797,8 +1797,9 @@ nr_remove_proc(cfg_builder_t *b, uint32_t *seed)
     size_t at = nr_rand(seed) % b->procs.n;
     uint32_t slot = (uint32_t)((cfg_bproc_at(b, at)->p.entry - NR_SLOT(0)) / NR_SPACING);
     nr_free_proc(cfg_bproc_at(b, at));
-    memmove(&b->procs.v[at], &b->procs.v[at + 1], (b->procs.n - 1 - at) * sizeof(uint32_t));
-    memmove(&b->entry.v[at], &b->entry.v[at + 1], (b->entry.n - 1 - at) * sizeof(uint64_t));
+    size_t after = b->procs.n - 1 - at;
+    memmove(&b->procs.v[at], &b->procs.v[at + 1], after * sizeof(uint32_t));
+    memmove(&b->entry.v[at], &b->entry.v[at + 1], after * sizeof(uint64_t));
     b->procs.n--;
     b->entry.n--;
     return slot;
