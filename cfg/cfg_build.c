@@ -105,7 +105,7 @@ ranges_to_look_at(cfg_builder_t *b, idx_vec_t *look, idx_vec_t *frag, idx_vec_t 
     if (b->unbuilt_lost) {
         for (size_t i = 0; i < n; i++) {
             QP_CHECK(CFG_VEC_PUSH(*look, (uint32_t)i));
-            if (b->procs.v[i].p.flags & CFG_PROC_FRAGMENT)
+            if (cfg_bproc_at(b, i)->p.flags & CFG_PROC_FRAGMENT)
                 QP_CHECK(CFG_VEC_PUSH(*frag, (uint32_t)i));
         }
     } else {
@@ -113,7 +113,7 @@ ranges_to_look_at(cfg_builder_t *b, idx_vec_t *look, idx_vec_t *frag, idx_vec_t 
         idx_sort_unique(frag);
         size_t k = 0;
         for (size_t j = 0; j < frag->n; j++)
-            if (b->procs.v[frag->v[j]].p.flags & CFG_PROC_FRAGMENT)
+            if (cfg_bproc_at(b, frag->v[j])->p.flags & CFG_PROC_FRAGMENT)
                 frag->v[k++] = frag->v[j];
         frag->n = k;
         QP_CHECK(idx_push_entries(b, look, &b->unbuilt));
@@ -123,7 +123,7 @@ ranges_to_look_at(cfg_builder_t *b, idx_vec_t *look, idx_vec_t *frag, idx_vec_t 
     }
     b->frags.n = 0;
     for (size_t j = 0; j < frag->n; j++) {
-        cfg_bproc_t *f = &b->procs.v[frag->v[j]];
+        cfg_bproc_t *f = cfg_bproc_at(b, frag->v[j]);
         uint32_t pi = cfg_proc_by_entry(b, f->parent_entry);
         QP_CHECK(CFG_VEC_PUSH(*parent, pi));
         if (pi == CFG_NONE) {
@@ -138,7 +138,7 @@ ranges_to_look_at(cfg_builder_t *b, idx_vec_t *look, idx_vec_t *frag, idx_vec_t 
     idx_sort_unique(parents);
     b->parents.n = 0;
     for (size_t j = 0; j < parents->n; j++) {
-        QP_CHECK(CFG_VEC_PUSH(b->parents, b->procs.v[parents->v[j]].p.entry));
+        QP_CHECK(CFG_VEC_PUSH(b->parents, cfg_bproc_at(b, parents->v[j])->p.entry));
         if (!b->unbuilt_lost)
             QP_CHECK(CFG_VEC_PUSH(*look, parents->v[j]));
     }
@@ -179,7 +179,7 @@ assign_ranges(cfg_builder_t *b)
     /* A procedure that is neither a fragment nor a parent is done here, in one look. */
     for (size_t j = 0; j < look.n && rc == 0; j++) {
         uint32_t i = look.v[j];
-        cfg_bproc_t *bp = &b->procs.v[i];
+        cfg_bproc_t *bp = cfg_bproc_at(b, i);
         int is_parent = is_parent_of(&parents, i);
         uint64_t h1 = range_hash1(bp->p.start, bp->p.end);
         if (!is_parent && h1 == bp->ranges_h)
@@ -194,8 +194,9 @@ assign_ranges(cfg_builder_t *b)
     for (size_t j = 0; j < frag.n && rc == 0; j++) {
         if (parent.v[j] == CFG_NONE)
             continue;
-        cfg_bproc_t *f = &b->procs.v[frag.v[j]];
-        rc = CFG_VEC_PUSH(b->procs.v[parent.v[j]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
+        cfg_bproc_t *f = cfg_bproc_at(b, frag.v[j]);
+        rc = CFG_VEC_PUSH(cfg_bproc_at(b, parent.v[j])->ranges,
+                          ((cfg_range_t) { f->p.start, f->p.end }));
         if (f->blocks.n > 0)
             f->blocks_ver = cfg_blocks_changed(b);
         f->blocks.n = f->edges.n = f->noret_sites.n = f->ntail = 0; /* a fragment has no
@@ -207,7 +208,7 @@ assign_ranges(cfg_builder_t *b)
         int is_parent = is_parent_of(&parents, i);
         if (!is_parent && !is_fragment_of(&frag, &parent, i))
             continue;
-        cfg_bproc_t *bp = &b->procs.v[i];
+        cfg_bproc_t *bp = cfg_bproc_at(b, i);
         uint64_t h = is_parent ? ranges_hash(bp) : range_hash1(bp->p.start, bp->p.end);
         if (bp->p.flags & CFG_PROC_FRAGMENT)
             bp->built = 1;
@@ -293,11 +294,12 @@ collect_spans(cfg_builder_t *b, span_vec_t *v)
 {
     v->n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
+        cfg_bproc_t *bp = cfg_bproc_walk(b, i);
         if (bp->p.flags & CFG_PROC_FRAGMENT) {
             uint32_t pi = cfg_proc_by_entry(b, bp->parent_entry);
             if (pi != CFG_NONE)
-                QP_CHECK(push_spans_in(bp, &b->procs.v[pi], bp->p.start, bp->p.end, v));
+                QP_CHECK(
+                    push_spans_in(bp, cfg_bproc_at(b, pi), bp->p.start, bp->p.end, v));
         } else
             QP_CHECK(push_spans_in(bp, bp, bp->p.start, bp->p.end, v));
     }
@@ -519,35 +521,28 @@ on_gap_stats(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     return CFG_VEC_PUSH(c->unreached, ((cfg_span_t) { start + pad, end - tail }));
 }
 
+/* cfg_procs_drop's question for reject_bad_gap_procs: found only in a gap (perhaps
+ * jumped to by code that is no better) and not code, noted in *ARG (rejected)? */
+static int
+is_bad_gap_proc(void *arg, const cfg_bproc_t *bp)
+{
+    if (!cfg_gap_only(bp) || bp->p.unsafe == NULL)
+        return 0;
+    cfg_u64_vec_t *rejected = arg;
+    QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
+    return 1;
+}
+
 /* Drop procedures found in gaps that turned out not to be code. */
 static int
 reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
 {
-    size_t k = 0;
-    int dropped = 0;
     /* Only builds make procedures unsafe, and sources are only ever added: none is
      * to be dropped unless a build made one found only in a gap unsafe. */
     if (!atomic_exchange_explicit(&b->unsafe_built, 0, memory_order_relaxed))
         return 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        /* Found only in a gap (perhaps jumped to by code that is no better): data. */
-        if (cfg_gap_only(bp) && bp->p.unsafe != NULL) {
-            QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
-            cfg_bproc_free(bp);
-            dropped = 1;
-            continue;
-        }
-        if (k != i)
-            b->procs.v[k] = *bp;
-        k++;
-    }
-    b->procs.n = k;
-    if (dropped) {
-        b->procs_ver++;
-        cfg_discover_extents(b);
-    }
-    return dropped;
+    int dropped = cfg_procs_drop(b, is_bad_gap_proc, rejected);
+    return dropped < 0 ? dropped : dropped > 0;
 }
 
 /*****************************************************************************
@@ -755,7 +750,7 @@ flat_copy_task(void *arg, unsigned worker, size_t i)
     flat_ctx_t *f = arg;
     cfg_prog_t *prog = f->prog;
     prog_priv_t *pp = prog->priv;
-    cfg_bproc_t *bp = &f->b->procs.v[i];
+    cfg_bproc_t *bp = cfg_bproc_at(f->b, i);
     cfg_proc_t *p = &prog->procs[i];
     uint32_t block = p->block, ne = p->nblocks, table = p->ntables; /* (the offsets) */
     uint32_t *l2g = f->local_to_global + block;
@@ -845,9 +840,9 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         prog->procs[i].block = (uint32_t)nb;
         prog->procs[i].nblocks = (uint32_t)ne;
         prog->procs[i].ntables = (uint32_t)nt;
-        nb += b->procs.v[i].blocks.n;
-        ne += b->procs.v[i].edges.n;
-        nt += b->procs.v[i].tables.n;
+        nb += cfg_bproc_at(b, i)->blocks.n;
+        ne += cfg_bproc_at(b, i)->edges.n;
+        nt += cfg_bproc_at(b, i)->tables.n;
     }
     /* Every block and edge is written below: only the spare last ones need zeroing
      * (calloc would clear hundreds of megabytes of chromium's for nothing). */
@@ -870,7 +865,9 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         return QP_ENOMEM;
     }
     flat_ctx_t f = { b, prog, npred, local_to_global };
+    cfg_discover_freeze(b, 1); /* (the copies look fragments' parents up at once) */
     int rc = qp_parallel_for(b->nscratch, np, 64, flat_copy_task, &f, NULL);
+    cfg_discover_freeze(b, 0);
     prog->nprocs = (uint32_t)np;
     prog->nblocks = (uint32_t)nb;
     prog->nedges = (uint32_t)ne;
@@ -910,19 +907,19 @@ collect_interior_entries(cfg_builder_t *b)
 {
     int added = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
-        const cfg_bproc_t *bp = &b->procs.v[i];
+        const cfg_bproc_t *bp = cfg_bproc_at(b, i);
         for (size_t e = 0; bp->ntail > 0 && e < bp->edges.n; e++) {
             const cfg_edge_t *ed = &bp->edges.v[e];
             if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
                 continue;
             uint32_t ti = cfg_discover_find(b, ed->target);
-            if (ti == CFG_NONE || b->procs.v[ti].p.entry == ed->target)
+            if (ti == CFG_NONE || cfg_bproc_at(b, ti)->p.entry == ed->target)
                 continue;
-            if (b->procs.v[ti].p.flags & CFG_PROC_FRAGMENT)
-                ti = cfg_proc_by_entry(b, b->procs.v[ti].parent_entry);
+            if (cfg_bproc_at(b, ti)->p.flags & CFG_PROC_FRAGMENT)
+                ti = cfg_proc_by_entry(b, cfg_bproc_at(b, ti)->parent_entry);
             if (ti == CFG_NONE || ti == i)
                 continue;
-            cfg_bproc_t *tp = &b->procs.v[ti];
+            cfg_bproc_t *tp = cfg_bproc_at(b, ti);
             int known = 0;
             for (size_t k = 0; k < tp->extra_entries.n && !known; k++)
                 known = tp->extra_entries.v[k] == ed->target;
@@ -944,7 +941,7 @@ static int
 check_extra_entries(cfg_builder_t *b)
 {
     for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
+        cfg_bproc_t *bp = cfg_bproc_at(b, i);
         for (size_t k = 0; k < bp->extra_entries.n; k++) {
             uint64_t a = bp->extra_entries.v[k];
             uint32_t bl = cfg_local_block_at(bp, a);
@@ -967,7 +964,7 @@ static int
 check_entries_inside_insns(cfg_builder_t *b)
 {
     for (size_t i = 0; i < b->procs.n; i++) {
-        const cfg_bproc_t *bp = &b->procs.v[i];
+        const cfg_bproc_t *bp = cfg_bproc_at(b, i);
         uint32_t q = bp->runs_into != 0 ? cfg_proc_by_entry(b, bp->runs_into) : CFG_NONE;
         if (q != CFG_NONE)
             QP_CHECK(cfg_set_unsafe(&b->strings, cfg_discover_proc(b, q),
@@ -1042,10 +1039,7 @@ compute_stats(cfg_builder_t *b, cfg_prog_t *prog)
 static void
 builder_free(cfg_builder_t *b)
 {
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_free(&b->procs.v[i]);
-    }
-    CFG_VEC_FREE(b->procs);
+    cfg_bpool_free(b);
     CFG_VEC_FREE(b->addr_taken);
     CFG_VEC_FREE(b->new_entries);
     CFG_VEC_FREE(b->new_srcs);
@@ -1084,6 +1078,20 @@ has_block_at(const cfg_bproc_t *bp, uint64_t addr)
     return 0;
 }
 
+/* cfg_procs_drop's question for tie_nameless_fragments: a procedure found only in a gap
+ * inside the FDE range of the fragment before it (*ARG: where the last fragment's
+ * range ends)? */
+static int
+is_in_tied_fragment(void *arg, const cfg_bproc_t *bp)
+{
+    uint64_t *cut_end = arg;
+    if (bp->p.flags & CFG_PROC_FRAGMENT)
+        *cut_end = bp->hint_end ? bp->hint_end : bp->p.end;
+    else if (bp->p.sources == CFG_SRC_GAP && bp->p.entry < *cut_end)
+        return 1;
+    return 0;
+}
+
 /*
  * Stripped binaries have no "foo.cold" names: a nameless procedure that is never called
  * nor address-taken, that is entered only by jumps from one procedure P, and that
@@ -1104,7 +1112,7 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
     size_t n = b->procs.n;
     int changed = 0;
     for (size_t i = 0; i < n; i++) {
-        cfg_bproc_t *fp = &b->procs.v[i];
+        cfg_bproc_t *fp = cfg_bproc_walk(b, i);
         if (!fp->tied_nameless)
             continue;
         uint32_t pi = cfg_proc_by_entry(b, fp->parent_entry);
@@ -1116,7 +1124,8 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
             fp->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
             fp->tied_nameless = 0;
             if (pi != CFG_NONE && pi < b->procs.n)
-                cfg_mark_unbuilt(b, &b->procs.v[pi]); /* without the fragment's blocks */
+                cfg_mark_unbuilt(b, cfg_bproc_at(b, pi)); /* without the fragment's
+                                                           * blocks */
             cfg_mark_unbuilt(b, fp);
             cfg_mark_nr_dirty(b, fp);
             b->gen++;
@@ -1140,7 +1149,7 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
     for (size_t i = 0; i < n; i++)
         from[i] = CFG_NONE;
     for (size_t i = 0; i < n; i++) {
-        const cfg_bproc_t *bp = &b->procs.v[i];
+        const cfg_bproc_t *bp = cfg_bproc_walk(b, i);
         for (size_t e = 0; bp->ntail > 0 && e < bp->edges.n; e++) {
             const cfg_edge_t *ed = &bp->edges.v[e];
             /* (A call's way on into the next procedure is no jump to a fragment.) */
@@ -1150,14 +1159,14 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
             if (ti == CFG_NONE || ti == i)
                 continue;
             /* Jumps between pieces of one FDE range do not count. */
-            const cfg_bproc_t *tp = &b->procs.v[ti];
+            const cfg_bproc_t *tp = cfg_bproc_at(b, ti);
             uint32_t head = ti;
             while (head > 0 && (tp->p.sources & CFG_SRC_GAP) && !(tp->p.sources & CFG_SRC_EH_FRAME))
-                tp = &b->procs.v[--head];
+                tp = cfg_bproc_at(b, --head);
             uint64_t hend = tp->hint_end ? tp->hint_end : tp->p.end;
             if (ed->target >= hend) {
                 head = ti;
-                tp = &b->procs.v[ti];
+                tp = cfg_bproc_at(b, ti);
                 hend = tp->hint_end ? tp->hint_end : tp->p.end;
             }
             if (bp->p.entry >= tp->p.entry && bp->p.entry < hend)
@@ -1169,23 +1178,23 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
         }
     }
     for (size_t f = 0; f < n; f++) {
-        cfg_bproc_t *fp = &b->procs.v[f];
+        cfg_bproc_t *fp = cfg_bproc_walk(b, f);
         cand[f] = CFG_NONE;
         if (from[f] == CFG_NONE || many[f] || (fp->p.sources & not_fragment) || fp->never_tie
             || (fp->p.flags & CFG_PROC_FRAGMENT) || !(fp->p.sources & CFG_SRC_EH_FRAME))
             continue;
-        const cfg_bproc_t *pp = &b->procs.v[from[f]];
+        const cfg_bproc_t *pp = cfg_bproc_at(b, from[f]);
         if (pp->p.flags & CFG_PROC_FRAGMENT)
             continue;
         /* Does the fragment jump back into P, or never return? */
         int back = 0, returns = 0;
         uint64_t fend = fp->hint_end ? fp->hint_end : fp->p.end;
-        for (size_t k = f; k < n && b->procs.v[k].p.entry < fend; k++)
-            for (size_t e = 0; e < b->procs.v[k].edges.n; e++) {
-                const cfg_edge_t *ed = &b->procs.v[k].edges.v[e];
+        for (size_t k = f; k < n && cfg_bproc_at(b, k)->p.entry < fend; k++)
+            for (size_t e = 0; e < cfg_bproc_at(b, k)->edges.n; e++) {
+                const cfg_edge_t *ed = &cfg_bproc_at(b, k)->edges.v[e];
                 returns |= ed->kind == CFG_EDGE_RETURN;
                 back |= ed->kind == CFG_EDGE_TAILCALL && ed->target >= pp->p.start
-                    && ed->target < pp->p.end && !after_call(&b->procs.v[k], ed);
+                    && ed->target < pp->p.end && !after_call(cfg_bproc_at(b, k), ed);
             }
         if (!back && returns)
             continue;
@@ -1197,8 +1206,8 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
          * first in GNU ld's layout, and a wrong guess does not hold.) */
         if (cand[f] == CFG_NONE || (cand[cand[f]] != CFG_NONE && !(cand[cand[f]] == f && f < cand[f])))
             continue;
-        cfg_bproc_t *fp = &b->procs.v[f];
-        const cfg_bproc_t *pp = &b->procs.v[cand[f]];
+        cfg_bproc_t *fp = cfg_bproc_at(b, f);
+        const cfg_bproc_t *pp = cfg_bproc_at(b, cand[f]);
         fp->p.flags |= CFG_PROC_FRAGMENT;
         fp->parent_entry = pp->p.entry;
         fp->tied_nameless = 1;
@@ -1213,21 +1222,8 @@ tie_nameless_fragments(cfg_builder_t *b, int untie_only)
     if (!tied)
         return changed;
     /* Gap procedures inside a tied fragment's FDE range are part of it. */
-    size_t k = 0;
     uint64_t cut_end = 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        if (bp->p.flags & CFG_PROC_FRAGMENT)
-            cut_end = bp->hint_end ? bp->hint_end : bp->p.end;
-        else if (bp->p.sources == CFG_SRC_GAP && bp->p.entry < cut_end) {
-            cfg_bproc_free(bp);
-            continue;
-        }
-        b->procs.v[k++] = *bp;
-    }
-    b->procs_ver += b->procs.n != k;
-    b->procs.n = k;
-    cfg_discover_extents(b);
+    QP_CHECK(cfg_procs_drop(b, is_in_tied_fragment, &cut_end));
     return tied + changed;
 }
 
@@ -1271,7 +1267,7 @@ rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_u64_vec_t *noret)
         if (cfg_u64_contains(noret->v, noret->n, ns->callee))
             continue; /* never returns still */
         uint32_t c = cfg_proc_by_entry(b, ns->callee);
-        if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
+        if (c != CFG_NONE && !(cfg_bproc_at(b, c)->p.flags & CFG_PROC_NORETURN)
             && return_site_used(b, bp, ns->ret)) {
             cfg_mark_unbuilt(b, bp);
             if (bp->p.flags & CFG_PROC_FRAGMENT)
@@ -1293,7 +1289,7 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b, const cfg_u64_vec_t *noret)
 {
     size_t n = 0;
     for (size_t i = 0; i < b->procs.n; i++)
-        n += rebuild_if_stale(b, &b->procs.v[i], noret);
+        n += rebuild_if_stale(b, cfg_bproc_walk(b, i), noret);
     return n;
 }
 
@@ -1334,7 +1330,7 @@ snap_push(stale_snap_t *sn, const void *p, size_t len)
 static int
 snap_proc(const cfg_builder_t *b, size_t i, stale_snap_t *sn)
 {
-    const cfg_bproc_t *bp = &b->procs.v[i];
+    const cfg_bproc_t *bp = cfg_bproc_at(b, i);
     size_t u = bp->p.unsafe ? strlen(bp->p.unsafe) + 1 : 0;
     size_t head[4] = { i, bp->blocks.n, bp->edges.n, u };
     QP_CHECK(snap_push(sn, head, sizeof(head)));
@@ -1354,9 +1350,9 @@ snap_take(const cfg_builder_t *b, stale_snap_t *sn)
     sn->n = b->procs.n;
     sn->flags.n = sn->mayret.n = sn->bytes.n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
-        QP_CHECK(CFG_VEC_PUSH(sn->flags, b->procs.v[i].p.flags));
+        QP_CHECK(CFG_VEC_PUSH(sn->flags, cfg_bproc_walk(b, i)->p.flags));
         QP_CHECK(CFG_VEC_PUSH(sn->mayret, (uint8_t)cfg_nr_may_return(b, i)));
-        if (!b->procs.v[i].built)
+        if (!cfg_bproc_at(b, i)->built)
             QP_CHECK(snap_proc(b, i, sn));
     }
     return 0;
@@ -1372,7 +1368,8 @@ snap_same(const cfg_builder_t *b, const stale_snap_t *sn)
     if (b->procs.n != sn->n)
         return 0;
     for (size_t i = 0; i < sn->n; i++)
-        if (b->procs.v[i].p.flags != sn->flags.v[i] || cfg_nr_may_return(b, i) != sn->mayret.v[i])
+        if (cfg_bproc_at(b, i)->p.flags != sn->flags.v[i]
+            || cfg_nr_may_return(b, i) != sn->mayret.v[i])
             return 0;
     /* The same procedures, as they are now. */
     stale_snap_t now = { 0 };
@@ -1401,14 +1398,14 @@ unbuilt_procs(cfg_builder_t *b, idx_vec_t *todo)
     todo->n = 0;
     if (b->unbuilt_lost) {
         for (size_t i = 0; i < b->procs.n; i++)
-            if (!b->procs.v[i].built)
+            if (!cfg_bproc_at(b, i)->built)
                 QP_CHECK(CFG_VEC_PUSH(*todo, (uint32_t)i));
     } else {
         QP_CHECK(idx_push_entries(b, todo, &b->unbuilt));
         idx_sort_unique(todo);
         size_t k = 0;
         for (size_t j = 0; j < todo->n; j++)
-            if (!b->procs.v[todo->v[j]].built)
+            if (!cfg_bproc_at(b, todo->v[j])->built)
                 todo->v[k++] = todo->v[j];
         todo->n = k;
     }
@@ -1655,7 +1652,6 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     b.strings.v = NULL;
     b.strings.n = b.strings.cap = 0;
     builder_free(&b);
-    free(find.v);
     free(find.buckets.at);
     if (rc < 0) {
         cfg_prog_destroy(prog);

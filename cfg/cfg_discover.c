@@ -332,18 +332,9 @@ cfg_list_fragments(cfg_builder_t *b)
 {
     b->frags.n = 0;
     for (size_t i = 0; i < b->procs.n; i++)
-        if (b->procs.v[i].p.flags & CFG_PROC_FRAGMENT)
-            QP_CHECK(CFG_VEC_PUSH(b->frags, b->procs.v[i].p.entry));
+        if (cfg_bproc_walk(b, i)->p.flags & CFG_PROC_FRAGMENT)
+            QP_CHECK(CFG_VEC_PUSH(b->frags, cfg_bproc_at(b, i)->p.entry));
     return 0;
-}
-
-static int
-new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
-{
-    cfg_bproc_t bp;
-    QP_CHECK(init_proc(b, addr, hint_end, sources, &bp));
-    b->procs_ver++;
-    return CFG_VEC_PUSH(b->procs, bp);
 }
 
 void
@@ -359,6 +350,72 @@ cfg_bproc_free(cfg_bproc_t *bp)
 }
 
 /*****************************************************************************
+ * The pool of procedures, and their order by entry
+ */
+
+int
+cfg_bpool_add(cfg_builder_t *b, const cfg_bproc_t *bp, uint32_t *id)
+{
+    cfg_bpool_t *pl = &b->pool;
+    const size_t per = (size_t)1 << CFG_POOL_SHIFT;
+    if (pl->n == UINT32_MAX)
+        return QP_ENOMEM; /* (CFG_NONE is no id) */
+    if ((pl->n >> CFG_POOL_SHIFT) == pl->nchunk) {
+        QP_CHECK(cfg_vec_grow((void **)&pl->chunk, &pl->cap, pl->nchunk + 1,
+                              sizeof(*pl->chunk)));
+        /* Each chunk is mapped as it is needed and never moves: no copy of the
+         * procedures made so far, nor their pages faulted in again. */
+        pl->chunk[pl->nchunk] = malloc(per * sizeof(cfg_bproc_t));
+        if (pl->chunk[pl->nchunk] == NULL)
+            return QP_ENOMEM;
+        pl->nchunk++;
+    }
+    *id = pl->n++;
+    *cfg_bproc_id(b, *id) = *bp;
+    return 0;
+}
+
+int
+cfg_procs_insert(cfg_builder_t *b, size_t at, const cfg_bproc_t *bp)
+{
+    uint32_t id;
+    QP_CHECK(CFG_VEC_GROW(b->procs));
+    QP_CHECK(CFG_VEC_GROW(b->entry));
+    QP_CHECK(cfg_bpool_add(b, bp, &id));
+    memmove(b->procs.v + at + 1, b->procs.v + at, (b->procs.n - at) * sizeof(uint32_t));
+    memmove(b->entry.v + at + 1, b->entry.v + at, (b->entry.n - at) * sizeof(uint64_t));
+    b->procs.v[at] = id;
+    b->entry.v[at] = bp->p.entry;
+    b->procs.n++;
+    b->entry.n++;
+    b->procs_ver++;
+    return 0;
+}
+
+void
+cfg_bpool_free(cfg_builder_t *b)
+{
+    cfg_bpool_t *pl = &b->pool;
+    /* Dropped procedures' slots were freed already: freeing them again frees nothing. */
+    for (uint32_t id = 0; id < pl->n; id++)
+        cfg_bproc_free(cfg_bproc_id(b, id));
+    for (size_t c = 0; c < pl->nchunk; c++)
+        free(pl->chunk[c]);
+    free(pl->chunk);
+    memset(pl, 0, sizeof(*pl));
+    CFG_VEC_FREE(b->procs);
+    CFG_VEC_FREE(b->entry);
+}
+
+static int
+new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
+{
+    cfg_bproc_t bp;
+    QP_CHECK(init_proc(b, addr, hint_end, sources, &bp));
+    return cfg_procs_insert(b, b->procs.n, &bp);
+}
+
+/*****************************************************************************
  * Procedures kept aside during a gap sweep
  */
 
@@ -367,7 +424,7 @@ cfg_bproc_free(cfg_bproc_t *bp)
 #define SIDE_BUF 256
 
 typedef struct cfg_side {
-    CFG_VEC(cfg_bproc_t) procs;   /* in the order found */
+    CFG_VEC(uint32_t) procs;      /* their ids in the pool, in the order found */
     uint64_t *keys;               /* entries of most of them, sorted */
     uint32_t *idx;                /* index in procs of each key */
     size_t n, cap;                /* keys held; allocated */
@@ -459,27 +516,46 @@ side_succ(const cfg_side_t *s, uint64_t addr)
     return r;
 }
 
-/* Number of procedures in b->procs whose entry is <= ADDR. */
+#define FIND_BUCKET_SHIFT 12
+
+/* The entry at position I of B's procedures (qp_bucket_key_fn). */
+static uint64_t
+find_index_key(const void *ctx, size_t i)
+{
+    return ((const cfg_builder_t *)ctx)->entry.v[i];
+}
+
+/* Number of procedures in b->procs whose entry is <= ADDR: within ADDR's bucket when the
+ * buckets are current (a search of them all missed the cache a step: python3.11's
+ * attach spent 7% of its time in cfg_discover_find), else a search of all entries. */
 static size_t
 procs_upto(const cfg_builder_t *b, uint64_t addr)
 {
-    size_t lo = 0, hi = b->procs.n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (b->procs.v[mid].p.entry <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    const cfg_find_index_t *fx = b->find;
+    if (fx != NULL && fx->built && fx->ver == b->procs_ver)
+        return qp_buckets_upto(&fx->buckets, b->entry.v, b->entry.n, addr);
+    return cfg_u64_lower_bound(b->entry.v, b->entry.n, addr + 1);
+}
+
+/* Build the buckets over the entries as they are now (none without memory: the plain
+ * search then). */
+static void
+find_index_build(const cfg_builder_t *b, cfg_find_index_t *fx)
+{
+    fx->buckets.n = 0;
+    if (b->entry.n > 0)
+        (void)qp_buckets_build(&fx->buckets, b->entry.v[0], FIND_BUCKET_SHIFT, b->entry.n,
+                               find_index_key, b);
+    fx->built = 1;
+    fx->ver = b->procs_ver;
 }
 
 cfg_bproc_t *
 cfg_discover_proc(const cfg_builder_t *b, uint32_t i)
 {
     if (i < b->procs.n)
-        return &b->procs.v[i];
-    return &b->side->procs.v[i - b->procs.n];
+        return cfg_bproc_at(b, i);
+    return cfg_bproc_id(b, b->side->procs.v[i - b->procs.n]);
 }
 
 /*
@@ -498,8 +574,8 @@ cfg_discover_end(const cfg_builder_t *b, uint32_t i)
     uint64_t next = side_succ(b->side, bp->p.entry);
     if (i >= b->procs.n) {
         size_t k = procs_upto(b, bp->p.entry);
-        if (k < b->procs.n && b->procs.v[k].p.entry < next)
-            next = b->procs.v[k].p.entry;
+        if (k < b->procs.n && b->entry.v[k] < next)
+            next = b->entry.v[k];
     }
     return next < end ? next : end;
 }
@@ -522,71 +598,92 @@ side_add_new(cfg_builder_t *b, cand_t *c, size_t m)
         for (; i < m && c[i].addr == x.addr; i++)
             x.sources |= c[i].sources;
         size_t k = procs_upto(b, x.addr);
-        if (k > 0 && b->procs.v[k - 1].p.entry == x.addr) {
-            b->procs.v[k - 1].p.sources |= x.sources;
+        if (k > 0 && b->entry.v[k - 1] == x.addr) {
+            cfg_bproc_at(b, k - 1)->p.sources |= x.sources;
             continue;
         }
         uint64_t key;
         uint32_t si;
         if (side_pred(s, x.addr, &key, &si) && key == x.addr) {
-            s->procs.v[si].p.sources |= x.sources;
+            cfg_bproc_id(b, s->procs.v[si])->p.sources |= x.sources;
             continue;
         }
         cfg_bproc_t bp;
         QP_CHECK(init_proc(b, x.addr, 0, x.sources, &bp));
         const cfg_section_t *sec = cfg_image_section_at(b->img, x.addr);
         bp.p.end = sec ? sec->vma + sec->size : x.addr + 1;
-        QP_CHECK(CFG_VEC_PUSH(s->procs, bp));
+        uint32_t id;
+        QP_CHECK(CFG_VEC_GROW(s->procs));
+        QP_CHECK(cfg_bpool_add(b, &bp, &id));
+        s->procs.v[s->procs.n++] = id;
         QP_CHECK(side_insert(s, x.addr, (uint32_t)(s->procs.n - 1)));
         added++;
     }
     return added;
 }
 
-/*
- * One step of merging new procedures into the sorted b->procs from the end: the old
- * procedures among the first I whose entry is above ENTRY move up in one piece to end
- * at *O (which goes down by as many). Returns how many old ones are left below.
- */
-static size_t
-move_up_after(cfg_builder_t *b, size_t i, size_t *o, uint64_t entry)
-{
-    size_t lo = 0, hi = i;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (b->procs.v[mid].p.entry > entry)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    memmove(b->procs.v + *o - (i - lo), b->procs.v + lo, (i - lo) * sizeof(cfg_bproc_t));
-    *o -= i - lo;
-    return lo;
-}
+static void set_extent(cfg_builder_t *b, size_t i);
 
-static void find_index_add(const cfg_builder_t *b, const uint64_t *add, size_t na, size_t n,
-                           uint64_t ver);
+/*
+ * Merge the procedures IDS[0..NA) of the pool (their entries ENT, sorted; in no array
+ * yet) into the sorted b->procs and b->entry: only ids and entries move. Then the
+ * extents that changed are set: the new
+ * ones' and their predecessors' (ends depend on the next entry; the others' neither
+ * changed nor did what else bounds them). 0 or QP_ENOMEM (b->procs unchanged).
+ */
+static int
+merge_new(cfg_builder_t *b, const uint64_t *ent, const uint32_t *ids, size_t na)
+{
+    size_t n0 = b->procs.n;
+    if (na == 0)
+        return 0;
+    size_t *pos = malloc(na * sizeof(size_t)); /* where the new ones went */
+    if (pos == NULL || CFG_VEC_FIT(b->procs, n0 + na) < 0
+        || CFG_VEC_FIT(b->entry, n0 + na) < 0) {
+        free(pos);
+        return QP_ENOMEM;
+    }
+    /* From the end: the old ones above the first new one each move once, in order
+     * (a search for each new one missed the cache a step). */
+    size_t i = n0, k = na, o = n0 + na;
+    while (k > 0) {
+        if (i > 0 && b->entry.v[i - 1] > ent[k - 1]) {
+            b->procs.v[--o] = b->procs.v[--i];
+            b->entry.v[o] = b->entry.v[i];
+        } else {
+            b->procs.v[--o] = ids[--k];
+            b->entry.v[o] = ent[k];
+            pos[k] = o;
+        }
+    }
+    b->procs.n = b->entry.n = n0 + na;
+    b->procs_ver++;
+    b->gen++;
+    for (k = 0; k < na; k++) {
+        if (pos[k] > 0)
+            set_extent(b, pos[k] - 1);
+        set_extent(b, pos[k]);
+    }
+    free(pos);
+    return 0;
+}
 
 /* Merge the procedures kept aside into b->procs. */
 static int
 side_merge(cfg_builder_t *b, cfg_side_t *s)
 {
-    size_t m = s->procs.n, n = b->procs.n;
-    uint64_t ver = b->procs_ver;
+    size_t m = s->procs.n;
     QP_CHECK(side_flush(s));
-    QP_CHECK(cfg_vec_grow((void **)&b->procs.v, &b->procs.cap, n + m, sizeof(cfg_bproc_t)));
-    size_t i = n, k = m, o = n + m;
-    while (k > 0) {
-        /* The old ones after the new one k - 1 move up in one piece. */
-        i = move_up_after(b, i, &o, s->keys[k - 1]);
-        b->procs.v[--o] = s->procs.v[s->idx[--k]];
-    }
-    b->procs.n = n + m;
-    b->procs_ver++;
-    s->procs.n = 0;
-    cfg_discover_extents(b);
-    find_index_add(b, s->keys, m, n, ver);
-    return 0;
+    uint32_t *ids = malloc(m * sizeof(uint32_t));
+    if (ids == NULL)
+        return QP_ENOMEM;
+    for (size_t k = 0; k < m; k++)
+        ids[k] = s->procs.v[s->idx[k]];
+    int rc = merge_new(b, s->keys, ids, m);
+    free(ids);
+    if (rc == 0)
+        s->procs.n = 0;
+    return rc;
 }
 
 int
@@ -597,9 +694,7 @@ cfg_discover_sweep_end(cfg_builder_t *b)
         return 0;
     b->side = NULL;
     int rc = s->procs.n ? side_merge(b, s) : 0;
-    for (size_t i = 0; i < s->procs.n; i++) /* only when the merge failed */
-        cfg_bproc_free(&s->procs.v[i]);
-    CFG_VEC_FREE(s->procs);
+    CFG_VEC_FREE(s->procs); /* (when the merge failed, the pool frees them) */
     free(s->keys);
     free(s->idx);
     free(s);
@@ -607,123 +702,34 @@ cfg_discover_sweep_end(cfg_builder_t *b)
 }
 
 
-#define FIND_BUCKET_SHIFT 12
-
-/* The entry at position I of the index (qp_bucket_key_fn). */
-static uint64_t
-find_index_key(const void *ctx, size_t i)
-{
-    return ((const cfg_find_index_t *)ctx)->v[i];
-}
-
-/* Copy the entries of B's procedures into the lookup index. */
-static void
-find_index_copy(const cfg_builder_t *b, cfg_find_index_t *fx)
-{
-    fx->misses = 0;
-    fx->n = 0;
-    fx->buckets.n = 0;
-    if (b->procs.n > fx->cap) {
-        uint64_t *v = realloc(fx->v, b->procs.n * sizeof(uint64_t));
-        if (v == NULL)
-            return; /* an empty index: every lookup searches the procedures */
-        fx->v = v;
-        fx->cap = b->procs.n;
-    }
-    for (size_t i = 0; i < b->procs.n; i++)
-        fx->v[i] = b->procs.v[i].p.entry;
-    fx->n = b->procs.n;
-    /* Buckets: a lookup searches the few entries of one 4 KiB bucket rather than all of
-     * them (a search of them all missed the cache a step: python3.11's attach spent 7%
-     * of its time in cfg_discover_find). Without memory for them, the plain search. */
-    if (fx->n > 0)
-        (void)qp_buckets_build(&fx->buckets, fx->v[0], FIND_BUCKET_SHIFT, fx->n,
-                               find_index_key, fx);
-    fx->ver = b->procs_ver;
-}
-
 /*
- * The procedures ADD[0..NA) (sorted entries) were merged into b->procs, which had N
- * before at b->procs_ver VER: when the index was their copy then, it becomes the copy of
- * b->procs now (a merge of the compact arrays and new buckets: chromium's rounds and
- * sweeps add a few procedures to 670,000, whose entries a new copy reads out of a large
- * struct each). Else it stays as it is, to be copied again.
+ * The lookup index: buckets over b->entry, which every change of the procedures keeps
+ * up to date (a merge of the compact arrays when a round adds a few procedures to
+ * 670,000), built again at the first lookup after a change, or when it is frozen.
  */
-static void
-find_index_add(const cfg_builder_t *b, const uint64_t *add, size_t na, size_t n, uint64_t ver)
-{
-    cfg_find_index_t *fx = b->find;
-    if (fx == NULL || fx->frozen || fx->n != n || fx->ver != ver || n + na != b->procs.n)
-        return;
-    if (n + na > fx->cap) {
-        size_t cap = 2 * (n + na);
-        uint64_t *v = realloc(fx->v, cap * sizeof(uint64_t));
-        if (v == NULL)
-            return;
-        fx->v = v;
-        fx->cap = cap;
-    }
-    size_t i = n, k = na, o = n + na;
-    while (k > 0) {
-        if (i > 0 && fx->v[i - 1] > add[k - 1])
-            fx->v[--o] = fx->v[--i];
-        else
-            fx->v[--o] = add[--k];
-    }
-    fx->n = n + na;
-    fx->buckets.n = 0;
-    (void)qp_buckets_build(&fx->buckets, fx->v[0], FIND_BUCKET_SHIFT, fx->n, find_index_key, fx);
-    fx->misses = 0;
-    fx->ver = b->procs_ver;
-}
-
-/*
- * Searching the procedures themselves touches a large struct per step. The index is a
- * compact copy of their entries that nobody has to keep up to date: the position it
- * gives is checked against the procedures (sorted by entry, always), and only a position
- * between the right two neighbours is used. After procedures were added or dropped, the
- * plain search answers until enough lookups missed to pay for a new copy.
- */
-static size_t
-find_indexed(const cfg_builder_t *b, uint64_t addr)
-{
-    cfg_find_index_t *fx = b->find;
-    size_t n = b->procs.n;
-    if (!fx->frozen && (fx->n == 0 || fx->misses > n / 32 + 16))
-        find_index_copy(b, fx);
-    /* The entries at or below ADDR: those of the buckets below its, and some of its. */
-    size_t lo = qp_buckets_upto(&fx->buckets, fx->v, fx->n, addr);
-    if (lo <= n && (lo == 0 || b->procs.v[lo - 1].p.entry <= addr)
-        && (lo == n || b->procs.v[lo].p.entry > addr))
-        return lo;
-    if (!fx->frozen)
-        fx->misses++;
-    return SIZE_MAX;
-}
-
 void
 cfg_discover_freeze(cfg_builder_t *b, int frozen)
 {
     cfg_find_index_t *fx = b->find;
     if (fx == NULL)
         return;
-    fx->frozen = 0;
-    if (frozen && (fx->n == 0 || fx->n != b->procs.n || fx->ver != b->procs_ver))
-        find_index_copy(b, fx);
+    if (frozen && (!fx->built || fx->ver != b->procs_ver))
+        find_index_build(b, fx);
     fx->frozen = frozen;
 }
 
 uint32_t
 cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
 {
-    size_t lo = b->find != NULL ? find_indexed(b, addr) : SIZE_MAX;
-    if (lo == SIZE_MAX)
-        lo = procs_upto(b, addr);
+    cfg_find_index_t *fx = b->find;
+    if (fx != NULL && !fx->frozen && (!fx->built || fx->ver != b->procs_ver))
+        find_index_build(b, fx);
+    size_t lo = procs_upto(b, addr);
     if (b->side != NULL && b->side->procs.n > 0) {
         /* The nearest entry below in either array, then its extent as it is now. */
         uint64_t key;
         uint32_t si, i;
-        if (side_pred(b->side, addr, &key, &si) && (lo == 0 || key > b->procs.v[lo - 1].p.entry))
+        if (side_pred(b->side, addr, &key, &si) && (lo == 0 || key > b->entry.v[lo - 1]))
             i = (uint32_t)(b->procs.n + si);
         else if (lo == 0)
             return CFG_NONE;
@@ -733,8 +739,7 @@ cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
     }
     if (lo == 0)
         return CFG_NONE;
-    const cfg_bproc_t *p = &b->procs.v[lo - 1];
-    return addr < p->p.end ? (uint32_t)(lo - 1) : CFG_NONE;
+    return addr < cfg_bproc_at(b, lo - 1)->p.end ? (uint32_t)(lo - 1) : CFG_NONE;
 }
 
 /* The end of procedure I's extent in b->procs: its section's end, the next entry, or
@@ -742,11 +747,11 @@ cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
 static uint64_t
 extent_end(const cfg_builder_t *b, size_t i)
 {
-    const cfg_bproc_t *bp = &b->procs.v[i];
+    const cfg_bproc_t *bp = cfg_bproc_at(b, i);
     const cfg_section_t *s = cfg_image_section_at(b->img, bp->p.entry);
     uint64_t end = s ? s->vma + s->size : bp->p.entry + 1;
-    if (i + 1 < b->procs.n && b->procs.v[i + 1].p.entry < end)
-        end = b->procs.v[i + 1].p.entry;
+    if (i + 1 < b->procs.n && b->entry.v[i + 1] < end)
+        end = b->entry.v[i + 1];
     if (bp->hint_end > bp->p.entry && bp->hint_end < end)
         end = bp->hint_end;
     if (bp->limit_end > bp->p.entry && bp->limit_end < end)
@@ -758,7 +763,7 @@ extent_end(const cfg_builder_t *b, size_t i)
 static void
 set_extent(cfg_builder_t *b, size_t i)
 {
-    cfg_bproc_t *bp = &b->procs.v[i];
+    cfg_bproc_t *bp = cfg_bproc_at(b, i);
     uint64_t end = extent_end(b, i);
     if (end != bp->p.end) {
         cfg_mark_unbuilt(b, bp);
@@ -766,6 +771,42 @@ set_extent(cfg_builder_t *b, size_t i)
     }
     bp->p.start = bp->p.entry;
     bp->p.end = end;
+}
+
+int
+cfg_procs_drop(cfg_builder_t *b, int (*drop)(void *arg, const cfg_bproc_t *bp), void *arg)
+{
+    cfg_u64_vec_t before = { 0 }; /* indices of those before dropped ones */
+    size_t k = 0;
+    int rc = 0, lost = 0;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = cfg_bproc_walk(b, i);
+        int d = rc == 0 ? drop(arg, bp) : 0;
+        if (d > 0) {
+            cfg_bproc_free(bp);
+            if (k > 0 && (before.n == 0 || before.v[before.n - 1] != k - 1))
+                lost |= CFG_VEC_PUSH(before, k - 1) < 0;
+            continue;
+        }
+        if (d < 0)
+            rc = d;
+        b->entry.v[k] = b->entry.v[i];
+        b->procs.v[k++] = b->procs.v[i];
+    }
+    size_t dropped = b->procs.n - k;
+    b->procs.n = b->entry.n = k;
+    if (dropped > 0) {
+        b->procs_ver++;
+        if (lost)
+            cfg_discover_extents(b);
+        else {
+            b->gen++;
+            for (size_t j = 0; j < before.n; j++)
+                set_extent(b, before.v[j]);
+        }
+    }
+    CFG_VEC_FREE(before);
+    return rc < 0 ? rc : (int)dropped;
 }
 
 void
@@ -795,69 +836,30 @@ cfg_discover_add_new(cfg_builder_t *b)
         free(c);
         return r;
     }
-    int added = 0, rc = 0;
-    size_t n0 = b->procs.n;
-    uint64_t ver0 = b->procs_ver;
+    size_t n0 = b->procs.n, na = 0;
+    uint64_t *ent = malloc(m * sizeof(uint64_t)); /* the new ones' entries, */
+    uint32_t *ids = malloc(m * sizeof(uint32_t)); /* ... and ids in the pool */
+    int rc = ent != NULL && ids != NULL ? 0 : QP_ENOMEM;
     for (size_t i = 0; i < m && rc == 0;) {
         cand_t x = c[i++];
         for (; i < m && c[i].addr == x.addr; i++)
             x.sources |= c[i].sources;
-        size_t lo = 0, hi = n0;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (b->procs.v[mid].p.entry < x.addr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < n0 && b->procs.v[lo].p.entry == x.addr) {
-            b->procs.v[lo].p.sources |= x.sources;
+        size_t lo = x.addr > 0 ? procs_upto(b, x.addr - 1) : 0;
+        if (lo < n0 && b->entry.v[lo] == x.addr) {
+            cfg_bproc_at(b, lo)->p.sources |= x.sources;
             continue;
         }
-        rc = new_proc(b, x.addr, 0, x.sources);
-        added++;
+        cfg_bproc_t bp;
+        if ((rc = init_proc(b, x.addr, 0, x.sources, &bp)) == 0
+            && (rc = cfg_bpool_add(b, &bp, &ids[na])) == 0)
+            ent[na++] = x.addr;
     }
     free(c);
-    if (rc < 0)
-        return rc;
-    if (added) {
-        /* The new ones (sorted, at the end) merge into the sorted old ones; procedures
-         * are large structs, so merge rather than sort them all again. */
-        size_t n = b->procs.n, na = n - n0;
-        cfg_bproc_t *tmp = malloc(na * sizeof(cfg_bproc_t));
-        if (tmp == NULL)
-            return QP_ENOMEM;
-        memcpy(tmp, b->procs.v + n0, na * sizeof(cfg_bproc_t));
-        size_t *pos = malloc(na * sizeof(size_t)); /* where the new ones went */
-        uint64_t *ent = malloc(na * sizeof(uint64_t)); /* their entries, for the index */
-        size_t i = n0, k = na, o = n;
-        while (k > 0) {
-            /* The old ones after the new one tmp[k - 1] move up in one piece. */
-            i = move_up_after(b, i, &o, tmp[k - 1].p.entry);
-            if (ent != NULL)
-                ent[k - 1] = tmp[k - 1].p.entry;
-            b->procs.v[--o] = tmp[--k];
-            if (pos != NULL)
-                pos[k] = o;
-        }
-        free(tmp);
-        if (ent != NULL)
-            find_index_add(b, ent, na, n0, ver0);
-        free(ent);
-        if (pos == NULL) {
-            cfg_discover_extents(b);
-            return added;
-        }
-        /* Only the new ones' extents and their predecessors' changed. */
-        b->gen++;
-        for (k = 0; k < na; k++) {
-            if (pos[k] > 0)
-                set_extent(b, pos[k] - 1);
-            set_extent(b, pos[k]);
-        }
-        free(pos);
-    }
-    return added;
+    if (rc == 0)
+        rc = merge_new(b, ent, ids, na);
+    free(ent);
+    free(ids);
+    return rc < 0 ? rc : (int)na;
 }
 
 /*****************************************************************************
@@ -962,8 +964,8 @@ static const cfg_builder_t *sort_builder; /* qsort has no context argument */
 static int
 cmp_by_name(const void *a, const void *b)
 {
-    const cfg_bproc_t *x = &sort_builder->procs.v[*(const uint32_t *)a];
-    const cfg_bproc_t *y = &sort_builder->procs.v[*(const uint32_t *)b];
+    const cfg_bproc_t *x = cfg_bproc_at(sort_builder, *(const uint32_t *)a);
+    const cfg_bproc_t *y = cfg_bproc_at(sort_builder, *(const uint32_t *)b);
     int c = strcmp(x->p.name, y->p.name);
     return c ? c : (x->p.entry < y->p.entry ? -1 : x->p.entry > y->p.entry);
 }
@@ -981,7 +983,7 @@ tie_fragments(cfg_builder_t *b)
     qsort(byname, b->procs.n, sizeof(uint32_t), cmp_by_name);
     char name[256];
     for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *f = &b->procs.v[i];
+        cfg_bproc_t *f = cfg_bproc_at(b, i);
         size_t plen = cold_parent_len(f->p.name);
         if (plen == 0 || plen >= sizeof(name)
             || (f->p.sources & (CFG_SRC_CALL | CFG_SRC_ENTRY | CFG_SRC_INIT)))
@@ -991,13 +993,13 @@ tie_fragments(cfg_builder_t *b)
         size_t lo = 0, hi = b->procs.n;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (strcmp(b->procs.v[byname[mid]].p.name, name) < 0)
+            if (strcmp(cfg_bproc_at(b, byname[mid])->p.name, name) < 0)
                 lo = mid + 1;
             else
                 hi = mid;
         }
-        if (lo < b->procs.n && strcmp(b->procs.v[byname[lo]].p.name, name) == 0) {
-            const cfg_bproc_t *parent = &b->procs.v[byname[lo]];
+        if (lo < b->procs.n && strcmp(cfg_bproc_at(b, byname[lo])->p.name, name) == 0) {
+            const cfg_bproc_t *parent = cfg_bproc_at(b, byname[lo]);
             if (!(parent->p.flags & CFG_PROC_FRAGMENT)) {
                 f->p.flags |= CFG_PROC_FRAGMENT;
                 f->parent_entry = parent->p.entry;

@@ -166,10 +166,9 @@ nr_scratch_fit(cfg_nr_deps_t *d, size_t n)
 static void
 nr_index_read(const cfg_builder_t *b, nr_index_t *ix)
 {
-    for (size_t i = 0; i < b->procs.n; i++) {
-        ix->entry[i] = b->procs.v[i].p.entry;
-        ix->end[i] = b->procs.v[i].p.end;
-    }
+    memcpy(ix->entry, b->entry.v, b->procs.n * sizeof(uint64_t));
+    for (size_t i = 0; i < b->procs.n; i++)
+        ix->end[i] = cfg_bproc_walk(b, i)->p.end;
 }
 
 /* The entry at position I of D's index (qp_bucket_key_fn). */
@@ -284,7 +283,7 @@ nr_may_return(const cfg_nr_deps_t *d, uint32_t i)
 static int
 proc_may_return(cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i, int alone)
 {
-    cfg_bproc_t *bp = &b->procs.v[i];
+    cfg_bproc_t *bp = cfg_bproc_at(b, i);
     if (bp->blocks.n == 0 || bp->entry_block == CFG_NONE || bp->p.unsafe != NULL)
         return 1; /* not analysable: assume it returns */
     if (bp->p.flags & CFG_PROC_RESUMED)
@@ -334,7 +333,7 @@ proc_may_return(cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i, int alone)
 static int
 nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
 {
-    const cfg_bproc_t *bp = &b->procs.v[i];
+    const cfg_bproc_t *bp = cfg_bproc_at(b, i);
     for (uint32_t k = d->ix.fwd[i], end = k + d->ix.nfwd[i]; k < end; k++)
         d->deps.v[k].who = CFG_NONE;
     d->nstale += d->ix.nfwd[i];
@@ -507,9 +506,9 @@ nr_deps_update(cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
     size_t nd = b->nr_dirty_lost ? n : b->nr_dirty.n;
     for (size_t k = 0; k < nd; k++) {
         uint32_t j = b->nr_dirty_lost ? (uint32_t)k : nr_by_entry(d, b->nr_dirty.v[k]);
-        if (j == CFG_NONE || !b->procs.v[j].nr_dirty)
+        if (j == CFG_NONE || !cfg_bproc_at(b, j)->nr_dirty)
             continue;
-        b->procs.v[j].nr_dirty = 0; /* (find_noreturn would clear it) */
+        cfg_bproc_at(b, j)->nr_dirty = 0; /* (find_noreturn would clear it) */
         root[j] = 1;
         for (uint32_t e = d->ix.head[j]; e != CFG_NONE; e = d->deps.v[e].next)
             if (d->deps.v[e].who != CFG_NONE)
@@ -528,7 +527,7 @@ nr_deps_update(cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
 static void
 set_noreturn_mark(cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
 {
-    cfg_bproc_t *bp = &b->procs.v[i];
+    cfg_bproc_t *bp = cfg_bproc_at(b, i);
     if (!nr_may_return(d, i) && !(bp->p.flags & CFG_PROC_FRAGMENT)) {
         bp->p.flags |= CFG_PROC_NORETURN;
         d->ix.state[i] |= NR_MARKED;
@@ -598,7 +597,7 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
             queued[i] = root[i] = 1;
         }
         for (size_t i = 0; i < n; i++)
-            b->procs.v[i].nr_dirty = 0; /* (else cleared by nr_deps_update) */
+            cfg_bproc_at(b, i)->nr_dirty = 0; /* (else cleared by nr_deps_update) */
         b->nr_dirty.n = 0;
         b->nr_dirty_lost = 0;
     }
@@ -609,13 +608,17 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
     qt %= n + 1;
     while (qh != qt) {
         uint32_t i = queue[qh];
+        /* The one a few places on, if queued (the queue's order is no array's). */
+        size_t ahead = (qh + CFG_WALK_AHEAD) % (n + 1);
+        if (qh < qt ? ahead >= qh && ahead < qt : ahead >= qh || ahead < qt)
+            cfg_bproc_prefetch(b, queue[ahead]);
         qh = (qh + 1) % (n + 1);
         queued[i] = 0;
         if ((rc = nr_deps_pending(b, d, i)) < 0)
             goto out;
         if (nr_may_return(d, i))
             continue;
-        cfg_bproc_t *bp = &b->procs.v[i];
+        cfg_bproc_t *bp = cfg_bproc_at(b, i);
         if ((bp->p.flags & CFG_PROC_FRAGMENT) || bp->name_noreturn)
             continue;
         int r = proc_may_return(b, d, i, 0);
@@ -802,7 +805,7 @@ cfg_nr_noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret)
     }
     for (size_t i = 0; i < n && rc >= 0; i++)
         if (prune[i] && calls_marked(d, (uint32_t)i))
-            rc = prune_proc(b, &b->procs.v[i], d);
+            rc = prune_proc(b, cfg_bproc_at(b, i), d);
     return rc < 0 ? rc : 0;
 }
 

@@ -30,6 +30,9 @@
     ((vec).n < (vec).cap                                                                 \
          ? 0                                                                             \
          : cfg_vec_grow((void **)&(vec).v, &(vec).cap, (vec).n + 1, sizeof(*(vec).v)))
+/* Make room for N elements in all; evaluates to 0 or QP_ENOMEM. */
+#define CFG_VEC_FIT(vec, need)                                                           \
+    cfg_vec_grow((void **)&(vec).v, &(vec).cap, (need), sizeof(*(vec).v))
 /* Append X; evaluates to 0 or QP_ENOMEM. */
 #define CFG_VEC_PUSH(vec, x)                                                             \
     (CFG_VEC_GROW(vec) < 0 ? QP_ENOMEM : ((vec).v[(vec).n++] = (x), 0))
@@ -241,14 +244,12 @@ typedef struct cfg_bproc {
     uint64_t covered_lo, covered_hi;  /* ... starting in [lo, hi) */
 } cfg_bproc_t;
 
-/* The procedures' entries in a compact array, for cfg_discover_find (see there). */
+/* Buckets over the procedures' entries (b->entry), for cfg_discover_find (see there). */
 typedef struct cfg_find_index {
-    uint64_t *v;                      /* entries, as b->procs was when last copied */
-    size_t n, cap;                    /* how many; allocated */
-    qp_buckets_t buckets;             /* over v, from v[0], 4 KiB a bucket */
-    size_t misses;                    /* lookups it could not answer since */
+    qp_buckets_t buckets;             /* over b->entry, from its first, 4 KiB a bucket */
     int frozen;                       /* not to be changed (cfg_discover_freeze) */
-    uint64_t ver;                     /* b->procs_ver when v was b->procs' entries */
+    int built;                        /* the buckets were built ... */
+    uint64_t ver;                     /* ... when b->procs_ver was this */
 } cfg_find_index_t;
 
 /* A PLT stub's GOT slot holds HELD: the stub is symbol SYM of the image. */
@@ -257,10 +258,28 @@ typedef struct cfg_plt_held {
     uint32_t sym;                     /* index in the image's symbols */
 } cfg_plt_held_t;
 
+/*
+ * Where the procedures under construction live: in chunks that never move, by an id
+ * given out once (a dropped procedure's slot stays empty). The builder orders them by
+ * entry through an array of ids, so a round that adds a few procedures to 670,000 moves
+ * 4-byte ids, not 352-byte structs, and a pointer to a procedure stays valid while
+ * procedures are added.
+ */
+#define CFG_POOL_SHIFT 12             /* 4,096 procedures a chunk (1.4 MB) */
+typedef struct cfg_bpool {
+    cfg_bproc_t **chunk;              /* the chunks */
+    size_t nchunk, cap;               /* how many; allocated */
+    uint32_t n;                       /* ids given out */
+} cfg_bpool_t;
+
 typedef struct cfg_builder {
     const cfg_image_t *img;           /* the image */
     cfg_opts_t opts;                  /* options (copied) */
-    CFG_VEC(cfg_bproc_t) procs;       /* sorted by entry address */
+    cfg_bpool_t pool;                 /* the procedures, by id */
+    CFG_VEC(uint32_t) procs;          /* their ids sorted by entry address: procedure
+                                       * index I is procs.v[I] (cfg_bproc_at) */
+    cfg_u64_vec_t entry;              /* the entry of each, in the same order: searched
+                                       * instead of the procedures (a miss a step) */
     cfg_u64_vec_t addr_taken;         /* code addresses held as data, sorted */
     cfg_u64_vec_t new_entries;        /* call/jump targets found while building */
     CFG_VEC(uint32_t) new_srcs;       /* their CFG_SRC_* bits */
@@ -294,6 +313,61 @@ typedef struct cfg_builder {
                                             * (cfg_discover.c's plt_name) */
     int plt_held_done;                /* plt_held was made */
 } cfg_builder_t;
+
+/* The procedure with id ID in B's pool. */
+static inline cfg_bproc_t *
+cfg_bproc_id(const cfg_builder_t *b, uint32_t id)
+{
+    return &b->pool.chunk[id >> CFG_POOL_SHIFT][id & ((1u << CFG_POOL_SHIFT) - 1)];
+}
+
+/* The procedure at index I (< b->procs.n) of B's procedures in entry order. */
+static inline cfg_bproc_t *
+cfg_bproc_at(const cfg_builder_t *b, size_t i)
+{
+    return cfg_bproc_id(b, b->procs.v[i]);
+}
+
+/* Ask the procedure at index I into the cache, all its lines (walks read fields at any
+ * offset), for a walk that comes to it soon. */
+static inline void
+cfg_bproc_prefetch(const cfg_builder_t *b, size_t i)
+{
+    const char *p = (const char *)cfg_bproc_at(b, i);
+    for (size_t off = 0; off < sizeof(cfg_bproc_t); off += 64)
+        __builtin_prefetch(p + off);
+}
+
+/* cfg_bproc_at for a walk of the procedures in entry order, which is not the pool's:
+ * the one 8 further on is asked into the cache meanwhile, as the hardware would for an
+ * array walked in order. */
+#define CFG_WALK_AHEAD 8
+static inline cfg_bproc_t *
+cfg_bproc_walk(const cfg_builder_t *b, size_t i)
+{
+    if (i + CFG_WALK_AHEAD < b->procs.n)
+        cfg_bproc_prefetch(b, i + CFG_WALK_AHEAD);
+    return cfg_bproc_at(b, i);
+}
+
+/* A copy of BP in a new slot of B's pool, its id in *ID; 0 or QP_ENOMEM. */
+int cfg_bpool_add(cfg_builder_t *b, const cfg_bproc_t *bp, uint32_t *id /*OUT*/);
+
+/* Insert a copy of BP at index AT of B's procedures (the caller keeps them sorted);
+ * 0 or QP_ENOMEM. */
+int cfg_procs_insert(cfg_builder_t *b, size_t at, const cfg_bproc_t *bp);
+
+/*
+ * Walk B's procedures in entry order and drop those DROP(ARG, procedure) answers 1 for
+ * (0 keeps one; a negative answer keeps it and the rest, and is returned), freeing them;
+ * only ids and entries move. The extents that grew, those of the procedures before the
+ * dropped ones, are set. Returns how many were dropped, or DROP's error.
+ */
+int cfg_procs_drop(cfg_builder_t *b, int (*drop)(void *arg, const cfg_bproc_t *bp),
+                   void *arg);
+
+/* Free every procedure of B's pool and the pool; b->procs and b->entry emptied. */
+void cfg_bpool_free(cfg_builder_t *b);
 
 /*
  * Procedure indices: below b->procs.n an index in b->procs; during a gap sweep, the
@@ -335,8 +409,8 @@ int cfg_discover_add_new(cfg_builder_t *b);
  * Between begin and end they are kept aside, in an index of their own, instead of being
  * merged into b->procs (an O(n) step each); cfg_discover_find, cfg_discover_proc and
  * cfg_discover_end see b->procs and them as one sorted array would be. End merges
- * them in, recomputes the extents, and frees what begin allocated (also after an error);
- * 0 or QP_ENOMEM.
+ * them in, sets the extents they changed (theirs and their predecessors'), and frees
+ * what begin allocated (also after an error); 0 or QP_ENOMEM.
  */
 int cfg_discover_sweep_begin(cfg_builder_t *b);
 int cfg_discover_sweep_end(cfg_builder_t *b);

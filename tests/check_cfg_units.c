@@ -1508,17 +1508,48 @@ END_TEST
  */
 
 /*
- * The procedures' lookup index (cfg_discover_find) follows the procedures a round adds
- * (cfg_discover_add_new) and a gap sweep merges (cfg_discover_sweep_end): it is their
- * entries' copy after each, without a lookup or a freeze copying them again (chromium's
- * late rounds add a few procedures to 670,000).
+ * The procedures' entries (b->entry, which cfg_discover_find searches) follow the
+ * procedures a round adds (cfg_discover_add_new) and a gap sweep merges
+ * (cfg_discover_sweep_end), and the pool's procedures are ordered by them; every
+ * address finds the procedure a search of the procedures themselves finds.
  */
 static void
 check_find_index(const cfg_builder_t *b, const cfg_find_index_t *fx)
 {
-    ck_assert_uint_eq(fx->n, b->procs.n);
+    (void)fx;
+    ck_assert_uint_eq(b->entry.n, b->procs.n);
+    for (size_t i = 0; i < b->procs.n; i++) {
+        ck_assert_uint_eq(b->entry.v[i], cfg_bproc_at(b, i)->p.entry);
+        ck_assert(i == 0 || b->entry.v[i - 1] < b->entry.v[i]);
+    }
+    for (uint64_t a = VMA - 1; a <= VMA + 0x100; a++) {
+        uint32_t want = CFG_NONE;
+        for (size_t i = 0; i < b->procs.n; i++)
+            if (a >= cfg_bproc_at(b, i)->p.entry && a < cfg_bproc_at(b, i)->p.end)
+                want = (uint32_t)i;
+        ck_assert_uint_eq(cfg_discover_find(b, a), want);
+    }
+}
+
+/* Every procedure's extent in B is what cfg_discover_extents would set now. */
+static void
+check_extents_current(cfg_builder_t *b)
+{
+    uint64_t ends[8];
+    ck_assert_uint_le(b->procs.n, NELEM(ends));
     for (size_t i = 0; i < b->procs.n; i++)
-        ck_assert_uint_eq(fx->v[i], b->procs.v[i].p.entry);
+        ends[i] = cfg_bproc_at(b, i)->p.end;
+    cfg_discover_extents(b);
+    for (size_t i = 0; i < b->procs.n; i++)
+        ck_assert_uint_eq(cfg_bproc_at(b, i)->p.end, ends[i]);
+}
+
+/* cfg_procs_drop's question: the procedures at 0x1008 and 0x1080. */
+static int
+drop_1008_1080(void *arg, const cfg_bproc_t *bp)
+{
+    (void)arg;
+    return bp->p.entry == 0x1008 || bp->p.entry == 0x1080;
 }
 
 START_TEST(test_cfg_find_index_follows_adds)
@@ -1544,6 +1575,16 @@ START_TEST(test_cfg_find_index_follows_adds)
     }
     ck_assert_int_eq(cfg_discover_add_new(&b), (int)NELEM(round));
     check_find_index(&b, &fx);
+    /* A sweep (and a round) moves no procedure, only ids in b->procs: 0x1008 goes
+     * before all but the first, which an array of procedures would move up. */
+    size_t nbefore = b.procs.n;
+    const cfg_bproc_t *before[8];
+    uint64_t before_entry[8];
+    ck_assert_uint_le(nbefore, NELEM(before));
+    for (size_t i = 0; i < nbefore; i++) {
+        before[i] = cfg_bproc_at(&b, i);
+        before_entry[i] = before[i]->p.entry;
+    }
     ck_assert_int_eq(cfg_discover_sweep_begin(&b), 0);
     static const uint64_t sweep[] = { 0x1040, 0x1008 };
     for (size_t k = 0; k < NELEM(sweep); k++) {
@@ -1554,9 +1595,25 @@ START_TEST(test_cfg_find_index_follows_adds)
     ck_assert_int_eq(cfg_discover_sweep_end(&b), 0);
     ck_assert_uint_eq(b.procs.n, 1 + NELEM(round) + NELEM(sweep));
     check_find_index(&b, &fx);
-    for (size_t i = 0; i < b.procs.n; i++)
-        cfg_bproc_free(&b.procs.v[i]);
-    CFG_VEC_FREE(b.procs);
+    for (size_t k = 0; k < nbefore; k++) {
+        size_t i = 0;
+        while (i < b.procs.n && b.entry.v[i] != before_entry[k])
+            i++;
+        ck_assert_uint_lt(i, b.procs.n);
+        ck_assert_ptr_eq(cfg_bproc_at(&b, i), before[k]);
+    }
+    /* The sweep's end set only the extents its procedures changed: all of them as
+     * recomputed from scratch. */
+    check_extents_current(&b);
+    /* So does a drop, of the procedures it leaves out: the others keep their slots. */
+    const cfg_bproc_t *kept = cfg_bproc_at(&b, b.procs.n - 1);
+    ck_assert_int_eq(cfg_procs_drop(&b, drop_1008_1080, NULL), 2);
+    ck_assert_uint_eq(b.procs.n, NELEM(round) + NELEM(sweep) - 1);
+    ck_assert_ptr_eq(cfg_bproc_at(&b, b.procs.n - 1), kept);
+    ck_assert_uint_eq(cfg_bproc_at(&b, 0)->p.end, 0x1010);
+    check_find_index(&b, &fx);
+    check_extents_current(&b);
+    cfg_bpool_free(&b);
     for (size_t i = 0; i < b.strings.n; i++)
         free(b.strings.v[i]);
     CFG_VEC_FREE(b.strings);
@@ -1566,7 +1623,6 @@ START_TEST(test_cfg_find_index_follows_adds)
     CFG_VEC_FREE(b.nr_dirty);
     CFG_VEC_FREE(b.addr_taken);
     CFG_VEC_FREE(b.landing_pads);
-    free(fx.v);
     free(fx.buckets.at);
     cfg_image_destroy(img);
 }
@@ -1692,8 +1748,8 @@ nr_extents(cfg_builder_t *b)
     size_t changed = 0;
     b->gen++;
     for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        uint64_t end = i + 1 < b->procs.n ? b->procs.v[i + 1].p.entry
+        cfg_bproc_t *bp = cfg_bproc_at(b, i);
+        uint64_t end = i + 1 < b->procs.n ? cfg_bproc_at(b, i + 1)->p.entry
                                           : bp->p.entry + NR_EXTENT;
         if (end > bp->p.entry + NR_EXTENT)
             end = bp->p.entry + NR_EXTENT;
@@ -1713,9 +1769,9 @@ nr_add_proc(cfg_builder_t *b, uint32_t slot, uint32_t *seed)
 {
     uint64_t entry = NR_SLOT(slot);
     size_t at = 0;
-    while (at < b->procs.n && b->procs.v[at].p.entry < entry)
+    while (at < b->procs.n && cfg_bproc_at(b, at)->p.entry < entry)
         at++;
-    if (at < b->procs.n && b->procs.v[at].p.entry == entry)
+    if (at < b->procs.n && cfg_bproc_at(b, at)->p.entry == entry)
         return 0;
     cfg_bproc_t bp;
     memset(&bp, 0, sizeof(bp));
@@ -1726,9 +1782,7 @@ nr_add_proc(cfg_builder_t *b, uint32_t slot, uint32_t *seed)
         bp.name_noreturn = 1;
     }
     nr_rand_body(b, &bp, seed);
-    ck_assert_int_eq(CFG_VEC_PUSH(b->procs, bp), 0);
-    memmove(&b->procs.v[at + 1], &b->procs.v[at], (b->procs.n - 1 - at) * sizeof(bp));
-    b->procs.v[at] = bp;
+    ck_assert_int_eq(cfg_procs_insert(b, at, &bp), 0);
     return 1;
 }
 
@@ -1745,11 +1799,13 @@ static uint32_t
 nr_remove_proc(cfg_builder_t *b, uint32_t *seed)
 {
     size_t at = nr_rand(seed) % b->procs.n;
-    uint32_t slot = (uint32_t)((b->procs.v[at].p.entry - NR_SLOT(0)) / NR_SPACING);
-    nr_free_proc(&b->procs.v[at]);
-    memmove(&b->procs.v[at], &b->procs.v[at + 1],
-        (b->procs.n - 1 - at) * sizeof(cfg_bproc_t));
+    uint32_t slot = (uint32_t)((cfg_bproc_at(b, at)->p.entry - NR_SLOT(0)) / NR_SPACING);
+    nr_free_proc(cfg_bproc_at(b, at));
+    size_t after = b->procs.n - 1 - at;
+    memmove(&b->procs.v[at], &b->procs.v[at + 1], after * sizeof(uint32_t));
+    memmove(&b->entry.v[at], &b->entry.v[at + 1], after * sizeof(uint64_t));
     b->procs.n--;
+    b->entry.n--;
     return slot;
 }
 
@@ -1774,25 +1830,23 @@ nr_copy(const cfg_builder_t *b, cfg_builder_t *c)
     memset(c, 0, sizeof(*c));
     c->gen = b->gen;
     for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t bp = b->procs.v[i];
+        cfg_bproc_t bp = *cfg_bproc_at(b, i);
         memset(&bp.blocks, 0, sizeof(bp.blocks));
         memset(&bp.edges, 0, sizeof(bp.edges));
         memset(&bp.noret_sites, 0, sizeof(bp.noret_sites));
-        for (size_t k = 0; k < b->procs.v[i].blocks.n; k++)
-            ck_assert_int_eq(CFG_VEC_PUSH(bp.blocks, b->procs.v[i].blocks.v[k]), 0);
-        for (size_t k = 0; k < b->procs.v[i].edges.n; k++)
-            ck_assert_int_eq(CFG_VEC_PUSH(bp.edges, b->procs.v[i].edges.v[k]), 0);
+        for (size_t k = 0; k < cfg_bproc_at(b, i)->blocks.n; k++)
+            ck_assert_int_eq(CFG_VEC_PUSH(bp.blocks, cfg_bproc_at(b, i)->blocks.v[k]), 0);
+        for (size_t k = 0; k < cfg_bproc_at(b, i)->edges.n; k++)
+            ck_assert_int_eq(CFG_VEC_PUSH(bp.edges, cfg_bproc_at(b, i)->edges.v[k]), 0);
         bp.nr_dirty = 0;
-        ck_assert_int_eq(CFG_VEC_PUSH(c->procs, bp), 0);
+        ck_assert_int_eq(cfg_procs_insert(c, c->procs.n, &bp), 0);
     }
 }
 
 static void
 nr_builder_free(cfg_builder_t *b)
 {
-    for (size_t i = 0; i < b->procs.n; i++)
-        nr_free_proc(&b->procs.v[i]);
-    CFG_VEC_FREE(b->procs);
+    cfg_bpool_free(b);
     CFG_VEC_FREE(b->nr_dirty);
     cfg_nr_deps_free(b->nr);
 }
@@ -1802,7 +1856,7 @@ static long
 nr_ref_find(const cfg_builder_t *b, uint64_t addr, int exact)
 {
     for (size_t i = 0; i < b->procs.n; i++) {
-        const cfg_proc_t *p = &b->procs.v[i].p;
+        const cfg_proc_t *p = &cfg_bproc_at(b, i)->p;
         if (exact ? p->entry == addr : (addr >= p->entry && addr < p->end))
             return (long)i;
     }
@@ -1814,7 +1868,7 @@ nr_ref_find(const cfg_builder_t *b, uint64_t addr, int exact)
 static int
 nr_ref_may_return(const cfg_builder_t *b, size_t i, const uint8_t *mr)
 {
-    const cfg_bproc_t *bp = &b->procs.v[i];
+    const cfg_bproc_t *bp = cfg_bproc_at(b, i);
     if (bp->blocks.n == 0 || (bp->p.flags & CFG_PROC_RESUMED))
         return 1;
     uint8_t seen[16] = { 0 };
@@ -1858,26 +1912,26 @@ nr_ref_check(const cfg_builder_t *b, int round)
     for (int changed = 1; changed;) {
         changed = 0;
         for (size_t i = 0; i < b->procs.n; i++)
-            if (!mr[i] && !b->procs.v[i].name_noreturn
-                && !(b->procs.v[i].p.flags & CFG_PROC_FRAGMENT)
+            if (!mr[i] && !cfg_bproc_at(b, i)->name_noreturn
+                && !(cfg_bproc_at(b, i)->p.flags & CFG_PROC_FRAGMENT)
                 && nr_ref_may_return(b, i, mr))
                 mr[i] = changed = 1;
     }
     for (size_t i = 0; i < b->procs.n; i++) {
-        const cfg_bproc_t *bp = &b->procs.v[i];
+        const cfg_bproc_t *bp = cfg_bproc_at(b, i);
         int marked = !mr[i] && !(bp->p.flags & CFG_PROC_FRAGMENT);
         ck_assert_msg(!!(bp->p.flags & CFG_PROC_NORETURN) == marked,
             "round %d: procedure at %#llx: mark %d, the reference's %d", round,
             (unsigned long long)bp->p.entry, !!(bp->p.flags & CFG_PROC_NORETURN), marked);
     }
     for (size_t i = 0; i < b->procs.n; i++) {
-        const cfg_bproc_t *bp = &b->procs.v[i];
+        const cfg_bproc_t *bp = cfg_bproc_at(b, i);
         for (size_t k = 0; k < bp->edges.n; k++) {
             const cfg_edge_t *e = &bp->edges.v[k];
             long c = e->kind == CFG_EDGE_CALLRET
                 ? nr_ref_find(b, bp->blocks.v[e->from].call_target, 1)
                 : -1;
-            ck_assert_msg(c < 0 || !(b->procs.v[c].p.flags & CFG_PROC_NORETURN),
+            ck_assert_msg(c < 0 || !(cfg_bproc_at(b, c)->p.flags & CFG_PROC_NORETURN),
                 "round %d: procedure at %#llx: its call of %#llx returns", round,
                 (unsigned long long)bp->p.entry,
                 (unsigned long long)bp->blocks.v[e->from].call_target);
@@ -1911,7 +1965,7 @@ START_TEST(test_cfg_noreturn_incremental_vs_scratch)
             if (r <= 2)
                 seen_extents += nr_extents(&b);
             for (uint32_t k = nr_rand(&seed) % 5; k > 0; k--) {
-                cfg_bproc_t *bp = &b.procs.v[nr_rand(&seed) % b.procs.n];
+                cfg_bproc_t *bp = cfg_bproc_at(&b, nr_rand(&seed) % b.procs.n);
                 if (nr_rand(&seed) % 4 == 0)
                     bp->p.flags ^= CFG_PROC_FRAGMENT;
                 else
@@ -1927,7 +1981,7 @@ START_TEST(test_cfg_noreturn_incremental_vs_scratch)
         for (size_t i = 0; i < noret.n; i++)
             ck_assert_uint_eq(noret.v[i], noret2.v[i]);
         for (size_t i = 0; i < b.procs.n; i++) {
-            const cfg_bproc_t *x = &b.procs.v[i], *y = &c.procs.v[i];
+            const cfg_bproc_t *x = cfg_bproc_at(&b, i), *y = cfg_bproc_at(&c, i);
             ck_assert_msg(x->p.flags == y->p.flags
                     && cfg_nr_may_return(&b, i) == cfg_nr_may_return(&c, i),
                 "round %d: procedure at %#llx", round, (unsigned long long)x->p.entry);
@@ -1943,7 +1997,7 @@ START_TEST(test_cfg_noreturn_incremental_vs_scratch)
         nr_builder_free(&c);
         seen_noret += noret.n;
         for (size_t i = 0; i < b.procs.n; i++)
-            seen_cut += b.procs.v[i].noret_sites.n;
+            seen_cut += cfg_bproc_at(&b, i)->noret_sites.n;
     }
     /* Not a vacuous test: in some rounds some never returned, some calls were cut, and
      * extents changed as procedures came and went. */
