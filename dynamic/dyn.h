@@ -627,7 +627,9 @@ dyn_session_reroute_returns(dyn_session_t *s, const dyn_session_t *next);
  * Drop S without touching the code it patched, which is gone: GONE_ALL (after an exec)
  * when the whole address space is, and nothing of the process is touched; else (the
  * module was unmapped: dlclose) the trampoline and counter memory is unmapped from the
- * stopped process unless a thread's pc is in it.
+ * stopped process unless a thread's pc is in it. 1 when it was kept so (a thread may
+ * still run the trampoline's code: the memory its snippets use must stay too), 0 when
+ * nothing is left, QP_EINVAL when the process runs.
  */
 int
 dyn_session_drop(dyn_session_t *s, int gone_all);

@@ -31,6 +31,10 @@
 #include "dynamic/dyn.h"
 #include "libqpt/qpt_priv.h"
 
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
 int qpt_load_live_program(qpt_space_t *s, const char *exe, char *why, size_t whylen);
 
 /* The variables with a copy of ours holding [ADDR, ADDR + LEN) wholly, of S or of its
@@ -488,6 +492,46 @@ qpt_live_close(qpt_space_t *s)
     s->proc = NULL;
 }
 
+/*
+ * Each free range a gone variable of the process covers (any space of it: unloaded
+ * libraries' included) reserved in the stopped process P (PROT_NONE), so that the next
+ * mapping never lands there: an address qpt_alloc gave stays unique in the session (a
+ * snippet or a reader that still holds it never meets another variable there). The
+ * reservations in *HELD (pairs address, length; *NHELD of them): release_gone frees them.
+ */
+static void
+hold_gone(const qpt_space_t *top, dyn_proc_t *p, uint64_t **held, size_t *nheld)
+{
+    *held = NULL;
+    *nheld = 0;
+    for (const qpt_space_t *x = top; x != NULL; x = x == top ? top->libs : x->next_lib)
+        for (size_t i = 0; i < x->nlvars; i++) {
+            const qpt_live_vars_t *v = &x->lvars[i];
+            uint64_t a[6] = { v->remote, v->len, PROT_NONE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                              (uint64_t)(int64_t)-1, 0 };
+            int64_t r;
+            uint64_t *h;
+            if (!v->gone || dyn_proc_syscall(p, SYS_mmap, a, &r) < 0 || (r < 0 && r > -4096))
+                continue; /* (taken: by something else, which no new mapping gets either) */
+            if ((uint64_t)r != v->remote || (h = realloc(*held, (*nheld + 1) * 16)) == NULL) {
+                dyn_space_free(p, (uint64_t)r, v->len); /* (an old kernel's hint) */
+                continue;
+            }
+            *held = h;
+            h[2 * *nheld] = v->remote;
+            h[2 * (*nheld)++ + 1] = v->len;
+        }
+}
+
+static void
+release_gone(dyn_proc_t *p, uint64_t *held, size_t nheld)
+{
+    for (size_t i = 0; i < nheld; i++)
+        dyn_space_free(p, held[2 * i], held[2 * i + 1]);
+    free(held);
+}
+
 int
 qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
 {
@@ -511,6 +555,9 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
     memset(nv, 0, sizeof(*nv));
     nv->fd = -1;
     nv->len = len;
+    uint64_t *held;
+    size_t nheld;
+    hold_gone(s->parent != NULL ? s->parent : s, p, &held, &nheld);
     int rc = map_shared(s, lo + s->bias, hi + s->bias, len, nv);
     if (rc < 0) { /* private memory then: read from the process while it lives */
         if (nv->local != NULL)
@@ -522,13 +569,14 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
         rc = dyn_space_ops.alloc_near(p, lo + s->bias, hi + s->bias, len,
                                       ED_PROT_R | ED_PROT_W, &nv->remote);
     }
+    release_gone(p, held, nheld);
     if (rc < 0)
         return qpt_fail(s, rc, "cannot map %zu bytes near the code: %s", len,
                         rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
     s->nlvars++;
     *addr = nv->remote;
-    /* Memory of the image before an execve at the same addresses: forgotten, so that a
-     * read there is of the new memory. */
+    /* Memory gone at the same addresses (hold_gone could not reserve them: a kernel
+     * without MAP_FIXED_NOREPLACE): forgotten, so that a read there is of the new memory. */
     uint64_t at = nv->remote;
     for (size_t i = 0; i < s->nlvars; i++)
         if (v[i].gone && v[i].remote < at + len && at < v[i].remote + v[i].len) {
@@ -649,13 +697,13 @@ qpt_live_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs, 
  * What an event changes (qpt_events.c): an exec, a library unloaded, a fork
  */
 
-/* Take the insertions of S out of the books (their code is gone, or goes with S). */
-static void
+/* Take the insertions of S out of the books (their code is gone, or goes with S). 1 when
+ * their trampolines stay in the process (a thread's pc in them: dyn_session_drop), else 0. */
+static int
 forget_insertions(qpt_space_t *s, int gone_all)
 {
     qpt_live_set_t *l = s->sess;
-    if (l != NULL && l->sess != NULL)
-        dyn_session_drop(l->sess, gone_all);
+    int kept = l != NULL && l->sess != NULL && dyn_session_drop(l->sess, gone_all) == 1;
     qpt_live_set_free(l);
     s->sess = NULL;
     dyn_session_destroy(s->check);
@@ -666,6 +714,7 @@ forget_insertions(qpt_space_t *s, int gone_all)
         s->ins[i].removed = 1;
     }
     s->inactive = 0;
+    return kept;
 }
 
 /*
@@ -717,11 +766,12 @@ qpt_live_lib_gone(qpt_space_t *l, int gone_all, const char *why)
 {
     if (l->stale)
         return;
-    forget_insertions(l, gone_all);
+    /* (a thread still in a kept trampoline may yet add to them: they stay mapped) */
+    int kept = forget_insertions(l, gone_all);
     qpt_live_vars_t *v = l->lvars;
     for (size_t i = 0; gone_all && i < l->nlvars; i++)
         v[i].gone = 1;
-    if (!gone_all)
+    if (!gone_all && !kept)
         retire_vars(l);
     l->stale = 1;
     snprintf(l->err, sizeof(l->err), "%s: %s", l->lib_name, why);
