@@ -19,6 +19,7 @@
 #      loader's r_brk back and the program's dlopen then works;
 #  (e) dyn clean leaves alone a jump at r_brk that does not lead to a trampoline of
 #      dyn's (one clear line), and closes a descriptor named like a killed dyn's memfd;
+#  (e2) dyn clean aimed at a running dyn (a tracer) closes none of its descriptors;
 #  (f) a library loaded and unloaded again and again (-c 'libqt.so:lib_sum'): the
 #      process's /memfd:qpt-vars mappings do not grow with the cycles (5, then 15), and
 #      the counts of the unloaded copies are all reported (15 calls);
@@ -130,6 +131,26 @@ grep -q "1 descriptor a killed dyn left open closed" "$d/leftover.clean" \
     || bad "leftover: clean said: $(cat "$d/leftover.clean")"
 touch "$d/go"
 finish leftover
+
+# (e2) dyn clean aimed at a running dyn: the memfds it holds are its own, left open
+rm -f "$d/go"
+"$d/main" tramps "$d" >"$d/running.out" 2>&1 &
+tpid=$!
+wait_lines "$d/running.out" '^ready' 1 20 || bad "running: the program never started"
+"$DYN" attach $tpid -c 'main' >"$d/running.dyn" 2>"$d/running.err" &
+dpid=$!
+dyn_wait_for "$d/running.err" "procedures instrumented"
+n0=$(ls -l /proc/$dpid/fd 2>/dev/null | grep -c 'memfd:qpt-')
+"$DYN" clean $dpid >"$d/running.clean" 2>&1
+n1=$(ls -l /proc/$dpid/fd 2>/dev/null | grep -c 'memfd:qpt-')
+if [ "$n0" -gt 0 ] && [ "$n1" = "$n0" ]; then
+    ok "running: dyn clean of a running dyn left its $n0 memfd descriptor(s) open"
+else
+    bad "running: dyn's memfd descriptors $n0 before dyn clean of it, $n1 after: $(cat "$d/running.clean")"
+fi
+stop_dyn
+touch "$d/go"
+finish running
 
 # (f) variables of a library loaded again and again
 mkfifo "$d/in" || exit 99
