@@ -14,6 +14,8 @@
 #      fault on an unmapped page; and the shared page (qpt-brk) is gone;
 #  (c) child: a forked child calls its copy of the trampoline: it returns at once
 #      (never held while dyn lives);
+#  (c2) the same with a child made with CLONE_NEWPID of a program that is process 1 of
+#      its pid namespace (unshare -p -f; skipped where not allowed);
 #  (d) no guard: the program refuses memfd_create (seccomp), so dyn falls back to the
 #      int3: dyn says so, once, with what a kill would do; killed, `dyn clean` puts the
 #      loader's r_brk back and the program's dlopen then works;
@@ -95,6 +97,31 @@ else
 fi
 stop_dyn
 finish child
+
+# (c2) a child that is process 1 of a new pid namespace, of a program that is process 1
+# of its own (both see getpid() == 1): its copy returns at once too
+if unshare -p -f true 2>/dev/null; then
+    rm -f "$d/go"
+    unshare -p -f "$d/main" nschild "$d" >"$d/nschild.out" 2>&1 &
+    upid=$!
+    wait_lines "$d/nschild.out" '^ready' 1 20 || bad "nschild: the program never started"
+    tpid=$(cat /proc/$upid/task/$upid/children 2>/dev/null | awk '{ print $1 }')
+    "$DYN" attach $tpid -c 'libnope*:f' >"$d/nschild.dyn" 2>"$d/nschild.err" &
+    dpid=$!
+    dyn_wait_for "$d/nschild.err" "^dyn: $tpid: "
+    wait_lines "$d/nschild.out" '^guard' 1 20 || bad "nschild: the guard never seen"
+    if wait_lines "$d/nschild.out" '^child returned' 1 10; then
+        ok "nschild: the copy of a child in a new pid namespace returned at once"
+    else
+        bad "nschild: held in its copy of the trampoline while dyn lives"
+    fi
+    stop_dyn
+    wait $upid
+    expect_eq "nschild: the program's exit status" $? 0
+    tpid=
+else
+    echo "skip nschild: unshare -p not allowed here"
+fi
 
 # (d) the int3 fallback, said
 rm -f "$d/go"
