@@ -19,6 +19,7 @@
 #  (d) no guard: the program refuses memfd_create (seccomp), so dyn falls back to the
 #      int3: dyn says so, once, with what a kill would do; killed, `dyn clean` puts the
 #      loader's r_brk back and the program's dlopen then works;
+#  (d2) the same with --commands: the note still on standard error (not an answer);
 #  (e) dyn clean leaves alone a jump at r_brk that does not lead to a trampoline of
 #      dyn's (one clear line), and closes a descriptor named like a killed dyn's memfd;
 #  (e2) dyn clean aimed at a running dyn (a tracer) closes none of its descriptors;
@@ -142,6 +143,18 @@ grep -q "loader's breakpoint .* put back" "$d/nomemfd.clean" && ok "nomemfd: cle
     || bad "nomemfd: clean said: $(cat "$d/nomemfd.clean")"
 touch "$d/go"
 finish nomemfd
+
+# (d2) the same note in --commands mode: on standard error, not among the answers
+rm -f "$d/go"
+"$d/main" nomemfd "$d" >"$d/nmcmd.out" 2>&1 &
+tpid=$!
+wait_lines "$d/nmcmd.out" '^ready' 1 20 || bad "nomemfd --commands: the program never started"
+(sleep 2; echo quit) | "$DYN" attach $tpid -c 'libnope*:f' --commands >"$d/nmcmd.dyn" \
+    2>"$d/nmcmd.err"
+expect_eq "nomemfd --commands: the int3 said on standard error" \
+    "$(grep -c "the loader's breakpoint is a plain int3 here" "$d/nmcmd.err")" 1
+touch "$d/go"
+finish nmcmd
 
 # (e) a jump at r_brk that is not dyn's; a descriptor a killed dyn left
 rm -f "$d/go"
