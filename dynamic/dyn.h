@@ -442,6 +442,14 @@ int
 dyn_space_map_near(dyn_proc_t *p, uint64_t lo, uint64_t hi, size_t len, uint32_t prot,
     int fd, uint64_t *out /*OUT*/);
 
+/*
+ * As dyn_space_map_near, never in one of the NAVOID ranges AVOID (pairs address, length:
+ * addresses the caller keeps for itself though nothing is mapped there now).
+ */
+int
+dyn_space_map_near_avoid(dyn_proc_t *p, uint64_t lo, uint64_t hi, size_t len,
+    uint32_t prot, int fd, const uint64_t *avoid, size_t navoid, uint64_t *out /*OUT*/);
+
 /* Unmap [ADDR, ADDR + LEN) in the stopped process (remote munmap). */
 int
 dyn_space_free(dyn_proc_t *p, uint64_t addr, size_t len);

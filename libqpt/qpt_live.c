@@ -31,10 +31,6 @@
 #include "dynamic/dyn.h"
 #include "libqpt/qpt_priv.h"
 
-#ifndef MAP_FIXED_NOREPLACE
-#define MAP_FIXED_NOREPLACE 0x100000
-#endif
-
 int qpt_load_live_program(qpt_space_t *s, const char *exe, char *why, size_t whylen);
 
 /* The variables with a copy of ours holding [ADDR, ADDR + LEN) wholly, of S or of its
@@ -55,12 +51,14 @@ vars_at(const qpt_space_t *s, uint64_t addr, size_t len)
 }
 
 /*
- * Map LEN bytes of a new memfd of ours into the stopped process near the code: it opens
+ * Map LEN bytes of a new memfd of ours into the stopped process near the code (never in
+ * the NAVOID ranges AVOID: gone_ranges): it opens
  * /proc/OURPID/fd/N (the path written into a scratch page of its) and maps it shared.
  * 0 with *OUT filled, or QP_E* (then nothing is left in the process).
  */
 static int
-map_shared(qpt_space_t *s, uint64_t lo, uint64_t hi, size_t len, qpt_live_vars_t *out)
+map_shared(qpt_space_t *s, uint64_t lo, uint64_t hi, size_t len, const uint64_t *avoid,
+           size_t navoid, qpt_live_vars_t *out)
 {
     dyn_proc_t *p = s->proc;
     char path[96];
@@ -90,7 +88,8 @@ map_shared(qpt_space_t *s, uint64_t lo, uint64_t hi, size_t len, qpt_live_vars_t
         }
     }
     if (rc == 0)
-        rc = dyn_space_map_near(p, lo, hi, len, ED_PROT_R | ED_PROT_W, (int)rfd, &out->remote);
+        rc = dyn_space_map_near_avoid(p, lo, hi, len, ED_PROT_R | ED_PROT_W, (int)rfd, avoid,
+                                      navoid, &out->remote);
     if (rfd >= 0) {
         memset(a, 0, sizeof(a));
         a[0] = (uint64_t)rfd;
@@ -493,43 +492,32 @@ qpt_live_close(qpt_space_t *s)
 }
 
 /*
- * Each free range a gone variable of the process covers (any space of it: unloaded
- * libraries' included) reserved in the stopped process P (PROT_NONE), so that the next
- * mapping never lands there: an address qpt_alloc gave stays unique in the session (a
- * snippet or a reader that still holds it never meets another variable there). The
- * reservations in *HELD (pairs address, length; *NHELD of them): release_gone frees them.
+ * The ranges of the gone variables of the process of TOP (any space of it: unloaded
+ * libraries' included), pairs (address, length) into *OUT (freed by the caller), *N of
+ * them: a new variable is never mapped there, so an address qpt_alloc gave stays unique
+ * in the session (a snippet or a reader that still holds it never meets another
+ * variable there). 0, or QP_ENOMEM.
  */
-static void
-hold_gone(const qpt_space_t *top, dyn_proc_t *p, uint64_t **held, size_t *nheld)
+static int
+gone_ranges(const qpt_space_t *top, uint64_t **out, size_t *n)
 {
-    *held = NULL;
-    *nheld = 0;
+    size_t k = 0;
+    *out = NULL;
+    *n = 0;
     for (const qpt_space_t *x = top; x != NULL; x = x == top ? top->libs : x->next_lib)
-        for (size_t i = 0; i < x->nlvars; i++) {
-            const qpt_live_vars_t *v = &x->lvars[i];
-            uint64_t a[6] = { v->remote, v->len, PROT_NONE,
-                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-                              (uint64_t)(int64_t)-1, 0 };
-            int64_t r;
-            uint64_t *h;
-            if (!v->gone || dyn_proc_syscall(p, SYS_mmap, a, &r) < 0 || (r < 0 && r > -4096))
-                continue; /* (taken: by something else, which no new mapping gets either) */
-            if ((uint64_t)r != v->remote || (h = realloc(*held, (*nheld + 1) * 16)) == NULL) {
-                dyn_space_free(p, (uint64_t)r, v->len); /* (an old kernel's hint) */
-                continue;
+        for (size_t i = 0; i < x->nlvars; i++)
+            k += x->lvars[i].gone != 0;
+    if (k == 0)
+        return 0;
+    if ((*out = malloc(2 * k * sizeof(**out))) == NULL)
+        return QP_ENOMEM;
+    for (const qpt_space_t *x = top; x != NULL; x = x == top ? top->libs : x->next_lib)
+        for (size_t i = 0; i < x->nlvars; i++)
+            if (x->lvars[i].gone) {
+                (*out)[2 * *n] = x->lvars[i].remote;
+                (*out)[2 * (*n)++ + 1] = x->lvars[i].len;
             }
-            *held = h;
-            h[2 * *nheld] = v->remote;
-            h[2 * (*nheld)++ + 1] = v->len;
-        }
-}
-
-static void
-release_gone(dyn_proc_t *p, uint64_t *held, size_t nheld)
-{
-    for (size_t i = 0; i < nheld; i++)
-        dyn_space_free(p, held[2 * i], held[2 * i + 1]);
-    free(held);
+    return 0;
 }
 
 int
@@ -555,10 +543,12 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
     memset(nv, 0, sizeof(*nv));
     nv->fd = -1;
     nv->len = len;
-    uint64_t *held;
-    size_t nheld;
-    hold_gone(s->parent != NULL ? s->parent : s, p, &held, &nheld);
-    int rc = map_shared(s, lo + s->bias, hi + s->bias, len, nv);
+    uint64_t *gone;
+    size_t ngone;
+    int rc = gone_ranges(s->parent != NULL ? s->parent : s, &gone, &ngone);
+    if (rc < 0)
+        return rc;
+    rc = map_shared(s, lo + s->bias, hi + s->bias, len, gone, ngone, nv);
     if (rc < 0) { /* private memory then: read from the process while it lives */
         if (nv->local != NULL)
             munmap(nv->local, len);
@@ -566,17 +556,17 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
             close(nv->fd);
         nv->local = NULL;
         nv->fd = -1;
-        rc = dyn_space_ops.alloc_near(p, lo + s->bias, hi + s->bias, len,
-                                      ED_PROT_R | ED_PROT_W, &nv->remote);
+        rc = dyn_space_map_near_avoid(p, lo + s->bias, hi + s->bias, len,
+                                      ED_PROT_R | ED_PROT_W, -1, gone, ngone, &nv->remote);
     }
-    release_gone(p, held, nheld);
+    free(gone);
     if (rc < 0)
         return qpt_fail(s, rc, "cannot map %zu bytes near the code: %s", len,
                         rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
     s->nlvars++;
     *addr = nv->remote;
-    /* Memory gone at the same addresses (hold_gone could not reserve them: a kernel
-     * without MAP_FIXED_NOREPLACE): forgotten, so that a read there is of the new memory. */
+    /* Memory gone at the same addresses (none: gone_ranges keeps them; as a safeguard):
+     * forgotten, so that a read there is of the new memory. */
     uint64_t at = nv->remote;
     for (size_t i = 0; i < s->nlvars; i++)
         if (v[i].gone && v[i].remote < at + len && at < v[i].remote + v[i].len) {
