@@ -442,6 +442,14 @@ int
 dyn_space_map_near(dyn_proc_t *p, uint64_t lo, uint64_t hi, size_t len, uint32_t prot,
     int fd, uint64_t *out /*OUT*/);
 
+/*
+ * As dyn_space_map_near, never in one of the NAVOID ranges AVOID (pairs address, length:
+ * addresses the caller keeps for itself though nothing is mapped there now).
+ */
+int
+dyn_space_map_near_avoid(dyn_proc_t *p, uint64_t lo, uint64_t hi, size_t len,
+    uint32_t prot, int fd, const uint64_t *avoid, size_t navoid, uint64_t *out /*OUT*/);
+
 /* Unmap [ADDR, ADDR + LEN) in the stopped process (remote munmap). */
 int
 dyn_space_free(dyn_proc_t *p, uint64_t addr, size_t len);
@@ -627,7 +635,9 @@ dyn_session_reroute_returns(dyn_session_t *s, const dyn_session_t *next);
  * Drop S without touching the code it patched, which is gone: GONE_ALL (after an exec)
  * when the whole address space is, and nothing of the process is touched; else (the
  * module was unmapped: dlclose) the trampoline and counter memory is unmapped from the
- * stopped process unless a thread's pc is in it.
+ * stopped process unless a thread's pc is in it. 1 when it was kept so (a thread may
+ * still run the trampoline's code: the memory its snippets use must stay too), 0 when
+ * nothing is left, QP_EINVAL when the process runs.
  */
 int
 dyn_session_drop(dyn_session_t *s, int gone_all);

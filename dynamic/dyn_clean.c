@@ -93,6 +93,23 @@ is_counters(dyn_proc_t *p, uint64_t addr, uint64_t size)
     return yes;
 }
 
+/* Is PID's name dyn's (comm "dyn", or "lt-dyn" in the build tree)? */
+static int
+named_dyn(uint32_t pid)
+{
+    char path[64], comm[32] = "";
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    if (fgets(comm, sizeof(comm), f) == NULL)
+        comm[0] = '\0';
+    fclose(f);
+    comm[strcspn(comm, "\n")] = '\0';
+    return strcmp(comm, "dyn") == 0 || strcmp(comm, "lt-dyn") == 0;
+}
+
 /*
  * Is the dyn that made a region still running (its session is live: not ours)? A
  * zombie is not: a dyn killed with -9 whose parent has not reaped it yet (a shell that
@@ -101,20 +118,11 @@ is_counters(dyn_proc_t *p, uint64_t addr, uint64_t size)
 static int
 dyn_alive(uint32_t pid)
 {
-    char path[64], comm[32] = "", stat[512] = "";
+    char path[64], stat[512] = "";
     const char *st;
     FILE *f;
 
-    if (pid == 0 || (int)pid == getpid())
-        return 0;
-    snprintf(path, sizeof(path), "/proc/%u/comm", pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return 0;
-    if (fgets(comm, sizeof(comm), f) == NULL)
-        comm[0] = '\0';
-    fclose(f);
-    comm[strcspn(comm, "\n")] = '\0';
-    if (strcmp(comm, "dyn") != 0 && strcmp(comm, "lt-dyn") != 0)
+    if (pid == 0 || (int)pid == getpid() || !named_dyn(pid))
         return 0;
     /* The state follows the name in parentheses (the last ')': a name may hold one). */
     snprintf(path, sizeof(path), "/proc/%u/stat", pid);
@@ -496,38 +504,126 @@ restore_break(dyn_proc_t *p, dyn_clean_report_t *out)
     fclose(f);
 }
 
+/*****************************************************************************
+ * Descriptors a killed dyn left open
+ */
+
+/* Does a line of /proc/OTHER/FILE match: with FILE "status", "TracerPid: PID" (OTHER
+ * traces PID); with "maps", a mapping of the memfd of inode INO? */
+static int
+proc_file_says(long other, const char *file, uint32_t pid, uint64_t ino)
+{
+    char path[64], line[512];
+    FILE *f;
+    int yes = 0;
+
+    snprintf(path, sizeof(path), "/proc/%ld/%s", other, file);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (!yes && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long n;
+        int name = 0;
+        if (strcmp(file, "status") == 0)
+            yes = sscanf(line, "TracerPid: %llu", &n) == 1 && n == pid;
+        else
+            yes = sscanf(line, "%*s %*s %*s %*s %llu %n", &n, &name) == 1 && n == ino
+                && name > 0 && strncmp(line + name, "/memfd:", 7) == 0;
+    }
+    fclose(f);
+    return yes;
+}
+
+/* Has a descriptor of process OTHER the file of WHAT (a struct stat) open? */
+static int
+fd_open_in(long other, const struct stat *what)
+{
+    char path[64], fdpath[320];
+    struct dirent *e;
+    struct stat st;
+    DIR *d;
+    int yes = 0;
+
+    snprintf(path, sizeof(path), "/proc/%ld/fd", other);
+    if ((d = opendir(path)) == NULL)
+        return 0;
+    while (!yes && (e = readdir(d)) != NULL) {
+        snprintf(fdpath, sizeof(fdpath), "%s/%s", path, e->d_name);
+        yes = e->d_name[0] != '.' && stat(fdpath, &st) == 0 && st.st_dev == what->st_dev
+            && st.st_ino == what->st_ino;
+    }
+    closedir(d);
+    return yes;
+}
+
+/*
+ * Is there a live process, other than PID and ourselves, that traces PID (WHAT NULL: PID
+ * is a tracer), or that has the memfd WHAT open or mapped? Processes we may not read are
+ * not seen (another user's holds none of PID's memfds unless PID passed it one).
+ */
+static int
+others_hold(uint32_t pid, const struct stat *what)
+{
+    struct dirent *e;
+    DIR *d;
+    int yes = 0;
+
+    if ((d = opendir("/proc")) == NULL)
+        return 1;
+    while (!yes && (e = readdir(d)) != NULL) {
+        char *end;
+        long other = strtol(e->d_name, &end, 10);
+        if (*end != '\0' || other <= 0 || other == (long)pid || other == (long)getpid())
+            continue;
+        if (what == NULL)
+            yes = proc_file_says(other, "status", pid, 0);
+        else
+            yes = fd_open_in(other, what)
+                || proc_file_says(other, "maps", pid, (uint64_t)what->st_ino);
+    }
+    closedir(d);
+    return yes;
+}
+
 /*
  * Descriptors a killed dyn left open in the stopped process P: the memfd of its guard
  * (made by P between memfd_create and close, dyn_ptrace_guard.c) or of its variables
  * (opened by P between openat and close, libqpt's qpt_live.c), when dyn died in that
- * window. Closed (by name, from /proc/PID/fd); OUT->fds counts them. No dyn can be in
- * that window now: P is traced by us, and a process has one tracer.
+ * window. No dyn can be in that window now: P is traced by us, and a process has one
+ * tracer. Closed only when the name is a dyn memfd's, P is neither a dyn nor a tracer
+ * itself (a running dyn, or a libqpt program, holds its own memfds so), and no other
+ * live process has the same memfd open or mapped (a live dyn's target maps them: the
+ * killed dyn's are held by P alone). OUT->fds counts them.
  */
 static void
 close_memfds(dyn_proc_t *p, dyn_clean_report_t *out)
 {
     static const char *const names[] = { "/memfd:qpt-brk ", "/memfd:qpt-vars " };
+    uint32_t pid = (uint32_t)dyn_proc_pid(p);
     char path[64], link[128];
     struct dirent *e;
     DIR *d;
 
-    snprintf(path, sizeof(path), "/proc/%d/fd", dyn_proc_pid(p));
+    if (named_dyn(pid) || others_hold(pid, NULL))
+        return;
+    snprintf(path, sizeof(path), "/proc/%u/fd", pid);
     if ((d = opendir(path)) == NULL)
         return;
     while ((e = readdir(d)) != NULL) {
         char fdpath[96], *end;
+        struct stat st;
         long fd = strtol(e->d_name, &end, 10);
         if (*end != '\0' || e->d_name[0] == '\0')
             continue;
         snprintf(fdpath, sizeof(fdpath), "%s/%ld", path, fd);
         ssize_t k = readlink(fdpath, link, sizeof(link) - 1);
-        if (k <= 0)
+        if (k <= 0 || stat(fdpath, &st) != 0)
             continue;
         link[k] = '\0';
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             uint64_t a[6] = { (uint64_t)fd, 0, 0, 0, 0, 0 };
             int64_t r;
             if (strncmp(link, names[i], strlen(names[i])) == 0
+                && !others_hold(pid, &st)
                 && dyn_proc_syscall(p, SYS_close, a, &r) == 0 && r == 0)
                 out->fds++;
         }

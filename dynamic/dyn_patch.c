@@ -359,7 +359,7 @@ dyn_session_drop(dyn_session_t *s, int gone_all)
         dyn_space_free(s->p, s->ctr, s->ctr_size);
     }
     s->installed = 0;
-    return 0;
+    return keep;
 }
 
 int

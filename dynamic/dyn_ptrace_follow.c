@@ -548,7 +548,8 @@ dyn_proc_unfollow(dyn_proc_t *p)
 /*
  * Forked child CPID of followed process P (seized with it): wait for its first stop,
  * take P's breakpoint out of its copy of the code, and hand it over stopped as a new
- * dyn_proc_t (*OUT; dyn_proc_destroy lets it go). QP_EIO with ESRCH when it ended.
+ * dyn_proc_t (*OUT; dyn_proc_destroy lets it go). QP_EIO with ESRCH when it ended, with
+ * EFAULT when P's int3 could not be taken out of it (then it is left stopped, detached).
  */
 static int
 take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out)
@@ -582,11 +583,18 @@ take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out)
         /* Both ways of writing failed: the child has ended (seen as such), or, alive,
          * it keeps the jump into its copy of the trampoline, a bare return there
          * (dyn_ptrace_guard.c: not the followed process), until `dyn clean CHILD`.
-         * Only an int3 (no guard) would stay harmful: never seen, as a live stopped
-         * child's memory is writable through one way or the other. */
+         * An int3 (no guard) would kill it at its next dlopen: it is left stopped
+         * (detached with SIGSTOP: `dyn clean CHILD`, then SIGCONT), QP_EIO (EFAULT). */
         if (kill(cpid, 0) < 0 || dyn_pt_thread_exiting(cpid, cpid)) {
             dyn_proc_destroy(c);
             errno = ESRCH;
+            return QP_EIO;
+        }
+        if (p->brk_len == 1) {
+            ptrace(PTRACE_DETACH, cpid, NULL, (void *)(uintptr_t)SIGSTOP);
+            c->nth = 0; /* (let go already) */
+            dyn_proc_destroy(c);
+            errno = EFAULT;
             return QP_EIO;
         }
     }

@@ -12,7 +12,9 @@
  *
  *     tramp: cmpl  $TID, lock(%rip)     the lock is not dyn's (dead, or let go):
  *            jne   out                  the routine's own return
- *     hold:  getpid() != PID: jne out   a forked child's copy never holds
+ *     hold:  cmpl  $TID, mark(%rip)     a forked child's copy never holds (its
+ *            jne   out                  marker page wiped: MADV_WIPEONFORK)
+ *            getpid() != PID: jne out   nor a child sharing the memory (vfork)
  *            lock incl waiting(%rip)    tell dyn, each time round (dyn_proc_poll reads
  *                                       the count, and zeroes it once all are stopped)
  *            futex(&lock, FUTEX_WAIT, TID, 5 ms)   blocked while the word is TID;
@@ -48,14 +50,20 @@
  * number of sessions. The shared page can go: every thread is stopped then, those
  * whose pc is in the trampoline (in the futex call too) are moved back to r_brk first,
  * and once the code is rets no instruction reads the page (a forked child keeps its own
- * mapping of it). Both pages are unmapped only when the jump at r_brk was never written
- * (a failure while putting it in), so no thread ever entered. After an execve nothing
- * of it is left; a killed dyn leaves both pages, and the lock word marked dead makes the
- * code a return.
+ * mapping of it); the marker page with it. All the pages are unmapped only when the jump
+ * at r_brk was never written (a failure while putting it in), so no thread ever
+ * entered. After an execve nothing of it is left; a killed dyn leaves the three pages,
+ * and the lock word marked dead makes the code a return. The code is written from its
+ * end backwards (write_code), so that a reused page written halfway is still rets
+ * wherever the new code is not whole yet.
  *
  * A forked child shares the page (MAP_SHARED) and has a copy of the code, in which the
- * lock word still names dyn's thread: the pid test makes that copy a bare return, so a
- * child is never held (and never raises the parent's count), whatever happened to the
+ * lock word still names dyn's thread; its copy of the marker page (private, and wiped in
+ * a fork) reads 0, which makes that copy a bare return, so a child is never held (and
+ * never raises the parent's count), also one that is process 1 of a new pid namespace
+ * in a followed process 1 of its own (a pid test alone would hold it). A child that
+ * shares the memory (vfork, CLONE_VM) sees the marker: the pid test returns there
+ * (unless both are process 1 of their namespaces), whatever happened to the
  * jump at its r_brk (take_child puts the routine's bytes back: when that write fails,
  * the child keeps a harmless detour, which `dyn clean CHILD` takes out).
  */
@@ -68,15 +76,21 @@
 #define PAGE 4096u
 #define WAITING_OFF 64 /* the count of held threads, in the shared page */
 #define HOLD_OFF 12 /* offsets in the trampoline (the code above) */
-#define OUT_OFF 73
-#define TS_OFF 80 /* the wait's timeout, a struct timespec */
-#define TRAMP_LEN 96
+#define OUT_OFF 85
+#define TS_OFF 88 /* the wait's timeout, a struct timespec */
+#define TRAMP_LEN 104
 #define TAG_OFF 128 /* the page's tag (reuse_page), never executed */
 #define NAME_OFF 160 /* the memfd's name, while it is made */
 /* The tag of a code page of this trampoline's layout (its instruction boundaries):
  * bump the version whenever they change. */
+#define LAYOUT 3
 static const uint8_t page_tag[16] = { 'q', 'p', 't', '-', 'b', 'r', 'k', 0, 'l', 'a', 'y',
-    'o', 'u', 't', 2, 0 };
+    'o', 'u', 't', LAYOUT, 0 };
+/* The offsets above are those of layout 3: a change of them without a new LAYOUT fails
+ * here (a thread returning into a reused page would meet another instruction). */
+_Static_assert(LAYOUT == 3 && HOLD_OFF == 12 && OUT_OFF == 85 && TS_OFF == 88
+        && TRAMP_LEN == TS_OFF + 16 && TRAMP_LEN <= TAG_OFF,
+    "the trampoline's layout changed: bump LAYOUT and these figures");
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 1u
 #endif
@@ -153,53 +167,62 @@ put32(uint8_t *c, uint32_t v)
     memcpy(c, &v, 4);
 }
 
-/* The trampoline (see the top) at CODE for the lock word at LOCK, TID's, in process
- * PID (its own id, as getpid gives it there). */
+/* An instruction `cmpl $V, AT(%rip)` into C at CODE + OFF (10 bytes). */
 static void
-tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint32_t tid, uint32_t pid)
+cmpl_rip(uint8_t *c, uint64_t code, size_t off, uint64_t at, uint32_t v)
+{
+    c[off] = 0x81;
+    c[off + 1] = 0x3d;
+    put32(c + off + 2, (uint32_t)(at - (code + off + 10)));
+    put32(c + off + 6, v);
+}
+
+/* The trampoline (see the top) at CODE for the lock word at LOCK, TID's, the marker word
+ * at MARK (TID in the process, 0 in a forked copy), in process PID (its own id, as
+ * getpid gives it there). */
+static void
+tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint64_t mark, uint32_t tid,
+    uint32_t pid)
 {
     const int64_t ts[2] = { 0, 5000000 };
     memset(c, 0xcc, TRAMP_LEN);
-    c[0] = 0x81; /* cmpl $tid, lock(%rip) */
-    c[1] = 0x3d;
-    put32(c + 2, (uint32_t)(lock - (code + 10)));
-    put32(c + 6, tid);
+    cmpl_rip(c, code, 0, lock, tid); /* cmpl $tid, lock(%rip) */
     c[10] = 0x75; /* jne out */
     c[11] = OUT_OFF - 12;
-    c[HOLD_OFF] = 0xb8; /* mov $SYS_getpid, %eax */
-    put32(c + 13, SYS_getpid);
-    c[17] = 0x0f; /* syscall */
-    c[18] = 0x05;
-    c[19] = 0x3d; /* cmp $pid, %eax */
-    put32(c + 20, pid);
-    c[24] = 0x75; /* jne out */
-    c[25] = OUT_OFF - 26;
-    c[26] = 0xf0; /* lock incl waiting(%rip) */
-    c[27] = 0xff;
-    c[28] = 0x05;
-    put32(c + 29, (uint32_t)(lock + WAITING_OFF - (code + 33)));
-    c[33] = 0xb8; /* mov $SYS_futex, %eax */
-    put32(c + 34, SYS_futex);
-    c[38] = 0x48; /* lea lock(%rip), %rdi */
-    c[39] = 0x8d;
-    c[40] = 0x3d;
-    put32(c + 41, (uint32_t)(lock - (code + 45)));
-    c[45] = 0x31; /* xor %esi, %esi (FUTEX_WAIT) */
-    c[46] = 0xf6;
-    c[47] = 0xba; /* mov $tid, %edx */
-    put32(c + 48, tid);
-    c[52] = 0x4c; /* lea ts(%rip), %r10 */
-    c[53] = 0x8d;
-    c[54] = 0x15;
-    put32(c + 55, (uint32_t)(TS_OFF - 59));
-    c[59] = 0x0f; /* syscall */
-    c[60] = 0x05;
-    c[61] = 0x81; /* cmpl $tid, lock(%rip) */
-    c[62] = 0x3d;
-    put32(c + 63, (uint32_t)(lock - (code + 71)));
-    put32(c + 67, tid);
-    c[71] = 0x74; /* je hold */
-    c[72] = (uint8_t)(HOLD_OFF - 73);
+    cmpl_rip(c, code, HOLD_OFF, mark, tid); /* hold: cmpl $tid, mark(%rip) */
+    c[22] = 0x75; /* jne out */
+    c[23] = OUT_OFF - 24;
+    c[24] = 0xb8; /* mov $SYS_getpid, %eax */
+    put32(c + 25, SYS_getpid);
+    c[29] = 0x0f; /* syscall */
+    c[30] = 0x05;
+    c[31] = 0x3d; /* cmp $pid, %eax */
+    put32(c + 32, pid);
+    c[36] = 0x75; /* jne out */
+    c[37] = OUT_OFF - 38;
+    c[38] = 0xf0; /* lock incl waiting(%rip) */
+    c[39] = 0xff;
+    c[40] = 0x05;
+    put32(c + 41, (uint32_t)(lock + WAITING_OFF - (code + 45)));
+    c[45] = 0xb8; /* mov $SYS_futex, %eax */
+    put32(c + 46, SYS_futex);
+    c[50] = 0x48; /* lea lock(%rip), %rdi */
+    c[51] = 0x8d;
+    c[52] = 0x3d;
+    put32(c + 53, (uint32_t)(lock - (code + 57)));
+    c[57] = 0x31; /* xor %esi, %esi (FUTEX_WAIT) */
+    c[58] = 0xf6;
+    c[59] = 0xba; /* mov $tid, %edx */
+    put32(c + 60, tid);
+    c[64] = 0x4c; /* lea ts(%rip), %r10 */
+    c[65] = 0x8d;
+    c[66] = 0x15;
+    put32(c + 67, (uint32_t)(TS_OFF - 71));
+    c[71] = 0x0f; /* syscall */
+    c[72] = 0x05;
+    cmpl_rip(c, code, 73, lock, tid); /* cmpl $tid, lock(%rip) */
+    c[83] = 0x74; /* je hold */
+    c[84] = (uint8_t)(HOLD_OFF - 85);
     c[OUT_OFF] = 0xc3; /* ret */
     memcpy(c + TS_OFF, ts, sizeof(ts));
 }
@@ -265,6 +288,33 @@ lock_page(void *page, uint32_t *tid)
     return 0;
 }
 
+/* The marker page of G (see the top) in P: private, wiped in a forked copy, the marker
+ * word at its start G's thread id. Without MADV_WIPEONFORK (Linux before 4.14) a copy
+ * keeps the word: the getpid test is then the only one (a copy that is process 1 of a
+ * new pid namespace, in a followed process 1 of its own, would be held). */
+static int
+make_mark(dyn_proc_t *p, dyn_guard_t *g)
+{
+    QP_CHECK(dyn_space_map_near(
+        p, g->code, g->code + PAGE, PAGE, ED_PROT_R | ED_PROT_W, -1, &g->mark));
+    call3(p, SYS_madvise, g->mark, PAGE, MADV_WIPEONFORK);
+    return dyn_proc_write(p, g->mark, &g->tid, sizeof(g->tid));
+}
+
+/* The LEN bytes of C written at CODE, 8 at a time from the end: a write that fails
+ * midway (dyn_proc_write's word-by-word fallback) leaves a reused page's head its `ret`s,
+ * so an instruction a thread returns to is either whole or a `ret` (all stopped). */
+static int
+write_code(dyn_proc_t *p, uint64_t code, const uint8_t *c, size_t len)
+{
+    for (size_t end = len; end > 0;) {
+        size_t at = (end - 1) & ~(size_t)7;
+        QP_CHECK(dyn_proc_write(p, code + at, c + at, end - at));
+        end = at;
+    }
+    return 0;
+}
+
 int
 dyn_pt_guard_make(dyn_proc_t *p, uint64_t brk)
 {
@@ -319,10 +369,13 @@ dyn_pt_guard_make(dyn_proc_t *p, uint64_t brk)
         rc = lock_page(g->page, &g->tid);
     if (rc == 0) {
         g->locked = 1;
+        rc = make_mark(p, g);
+    }
+    if (rc == 0) {
         memset(c, 0, sizeof(c));
-        tramp_bytes(c, g->code, g->shared, g->tid, (uint32_t)pid);
+        tramp_bytes(c, g->code, g->shared, g->mark, g->tid, (uint32_t)pid);
         memcpy(c + TAG_OFF, page_tag, sizeof(page_tag));
-        rc = dyn_proc_write(p, g->code, c, sizeof(c)); /* (all stopped: at once) */
+        rc = write_code(p, g->code, c, sizeof(c));
     }
     if (rc < 0) {
         dyn_pt_guard_drop(p, DYN_GUARD_UNMAP);
@@ -379,6 +432,8 @@ retire(dyn_proc_t *p)
     QP_CHECK(dyn_proc_write(p, p->guard.code, rets, sizeof(rets)));
     if (p->guard.shared != 0)
         dyn_space_free(p, p->guard.shared, PAGE);
+    if (p->guard.mark != 0)
+        dyn_space_free(p, p->guard.mark, PAGE);
     return 0;
 }
 
@@ -393,6 +448,8 @@ dyn_pt_guard_drop(dyn_proc_t *p, int how)
     else if (how == DYN_GUARD_UNMAP) {
         if (g->shared != 0)
             dyn_space_free(p, g->shared, PAGE);
+        if (g->mark != 0)
+            dyn_space_free(p, g->mark, PAGE);
         if (g->code != 0)
             dyn_space_free(p, g->code, PAGE);
     }
@@ -407,7 +464,7 @@ dyn_pt_guard_drop(dyn_proc_t *p, int how)
 int
 dyn_proc_is_guard(dyn_proc_t *p, uint64_t code)
 {
-    uint8_t c[16], rets[16];
+    uint8_t c[16], rets[16], t[sizeof(page_tag)];
     uint32_t rel;
     char path[64], line[512];
     FILE *f;
@@ -418,8 +475,10 @@ dyn_proc_is_guard(dyn_proc_t *p, uint64_t code)
     memset(rets, 0xc3, sizeof(rets));
     if (code % PAGE != 0 || dyn_proc_read(p, code, c, sizeof(c)) < 0)
         return 0;
-    if (memcmp(c, rets, sizeof(rets)) == 0)
-        return 1; /* retired (dyn_proc_unfollow could not put r_brk back) */
+    if (memcmp(c, rets, sizeof(rets)) == 0) /* retired (dyn_proc_unfollow could not put
+                                                * r_brk back): a page of ours by its tag */
+        return dyn_proc_read(p, code + TAG_OFF, t, sizeof(t)) == 0
+            && memcmp(t, page_tag, sizeof(t) - 2) == 0; /* (any layout's) */
     if (c[0] != 0x81 || c[1] != 0x3d)
         return 0;
     memcpy(&rel, c + 2, 4);

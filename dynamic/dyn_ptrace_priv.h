@@ -60,6 +60,7 @@ typedef struct dyn_guard {
     void *page;      /* dyn's mapping of the page shared with the process, or NULL */
     uint64_t shared; /* the process's mapping of it (the lock word, the held count) */
     uint64_t code;   /* the process's page with the trampoline, or 0 */
+    uint64_t mark;   /* its private page with the marker word (wiped in a fork), or 0 */
     uint32_t tid;    /* our thread, the lock's owner */
     int locked;      /* the lock is ours */
     int reused;      /* the code page is an earlier following's (never unmapped) */
@@ -137,8 +138,8 @@ int dyn_pt_guard_holds(const dyn_proc_t *p, uint64_t rip);
 int dyn_pt_guard_in(const dyn_proc_t *p, uint64_t rip);
 enum { /* how dyn_pt_guard_drop leaves the process */
     DYN_GUARD_FORGET, /* as it is (an execve took the pages) */
-    DYN_GUARD_UNMAP,  /* both pages unmapped (nothing ever jumped there) */
-    DYN_GUARD_RETIRE, /* the code all rets, kept; the shared page unmapped */
+    DYN_GUARD_UNMAP,  /* all its pages unmapped (nothing ever jumped there) */
+    DYN_GUARD_RETIRE, /* the code all rets, kept; the shared and marker pages unmapped */
 };
 void dyn_pt_guard_drop(dyn_proc_t *p, int how);
 

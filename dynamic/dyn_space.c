@@ -76,6 +76,40 @@ read_maps(int pid, range_t **out, size_t *n)
 }
 
 static int
+range_cmp(const void *a, const void *b)
+{
+    const range_t *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The NAVOID ranges AVOID (pairs address, length) added to the N mappings *M as taken,
+ * the list kept sorted and without overlaps. */
+static int
+add_avoided(range_t **m, size_t *n, const uint64_t *avoid, size_t navoid)
+{
+    range_t *v;
+    size_t k = 0;
+
+    if (navoid == 0)
+        return 0;
+    if ((v = realloc(*m, (*n + navoid) * sizeof(*v))) == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < navoid; i++)
+        v[*n + i] = (range_t){ avoid[2 * i], avoid[2 * i] + avoid[2 * i + 1], 0 };
+    qsort(v, *n + navoid, sizeof(*v), range_cmp);
+    for (size_t i = 0; i < *n + navoid; i++) {
+        if (k > 0 && v[i].lo <= v[k - 1].hi) {
+            v[k - 1].hi = v[i].hi > v[k - 1].hi ? v[i].hi : v[k - 1].hi;
+            v[k - 1].heap |= v[i].heap;
+        } else
+            v[k++] = v[i];
+    }
+    *m = v;
+    *n = k;
+    return 0;
+}
+
+static int
 cand_cmp(const void *a, const void *b)
 {
     const cand_t *x = a, *y = b;
@@ -137,6 +171,13 @@ int
 dyn_space_map_near(dyn_proc_t *p, uint64_t lo, uint64_t hi, size_t len, uint32_t prot,
     int fd, uint64_t *out /*OUT*/)
 {
+    return dyn_space_map_near_avoid(p, lo, hi, len, prot, fd, NULL, 0, out);
+}
+
+int
+dyn_space_map_near_avoid(dyn_proc_t *p, uint64_t lo, uint64_t hi, size_t len,
+    uint32_t prot, int fd, const uint64_t *avoid, size_t navoid, uint64_t *out /*OUT*/)
+{
     range_t *m = NULL;
     cand_t *c = NULL;
     size_t n = 0, nc = 0;
@@ -149,7 +190,9 @@ dyn_space_map_near(dyn_proc_t *p, uint64_t lo, uint64_t hi, size_t len, uint32_t
     mprot |= (prot & ED_PROT_W) ? PROT_WRITE : 0;
     mprot |= (prot & ED_PROT_X) ? PROT_EXEC : 0;
     QP_CHECK(read_maps(dyn_proc_pid(p), &m, &n));
-    rc = candidates(m, n, lo, hi, size, &c, &nc);
+    rc = add_avoided(&m, &n, avoid, navoid);
+    if (rc == 0)
+        rc = candidates(m, n, lo, hi, size, &c, &nc);
     free(m);
     QP_CHECK(rc);
     rc = QP_ERANGE;

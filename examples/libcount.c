@@ -23,6 +23,7 @@
 typedef struct row {
     char name[300];   /* MODULE:PROCEDURE */
     uint64_t ctr;     /* its counter (qpt_alloc'ed in the space of its module) */
+    qpt_space_t *s;   /* that space: read through it, an unloaded library's too */
 } row_t;
 
 static row_t rows[MAX];
@@ -47,6 +48,7 @@ instrument(qpt_space_t *s, const char *module)
             continue;
         }
         snprintf(rows[nrows].name, sizeof(rows[0].name), "%s:%s", module, qpt_proc_name(s, i));
+        rows[nrows].s = s;
         rows[nrows++].ctr = ctr;
     }
     qpt_snippet_destroy(sn);
@@ -117,7 +119,7 @@ main(int argc, char **argv)
     }
     for (size_t i = 0; i < nrows; i++) {
         uint64_t v = 0;
-        if (qpt_read_memory(s, rows[i].ctr, &v, 8) == 0 && v > 0)
+        if (qpt_read_memory(rows[i].s, rows[i].ctr, &v, 8) == 0 && v > 0)
             printf("%12llu  %s\n", (unsigned long long)v, rows[i].name);
     }
     qpt_close(s);

@@ -51,12 +51,14 @@ vars_at(const qpt_space_t *s, uint64_t addr, size_t len)
 }
 
 /*
- * Map LEN bytes of a new memfd of ours into the stopped process near the code: it opens
+ * Map LEN bytes of a new memfd of ours into the stopped process near the code (never in
+ * the NAVOID ranges AVOID: gone_ranges): it opens
  * /proc/OURPID/fd/N (the path written into a scratch page of its) and maps it shared.
  * 0 with *OUT filled, or QP_E* (then nothing is left in the process).
  */
 static int
-map_shared(qpt_space_t *s, uint64_t lo, uint64_t hi, size_t len, qpt_live_vars_t *out)
+map_shared(qpt_space_t *s, uint64_t lo, uint64_t hi, size_t len, const uint64_t *avoid,
+           size_t navoid, qpt_live_vars_t *out)
 {
     dyn_proc_t *p = s->proc;
     char path[96];
@@ -86,7 +88,8 @@ map_shared(qpt_space_t *s, uint64_t lo, uint64_t hi, size_t len, qpt_live_vars_t
         }
     }
     if (rc == 0)
-        rc = dyn_space_map_near(p, lo, hi, len, ED_PROT_R | ED_PROT_W, (int)rfd, &out->remote);
+        rc = dyn_space_map_near_avoid(p, lo, hi, len, ED_PROT_R | ED_PROT_W, (int)rfd, avoid,
+                                      navoid, &out->remote);
     if (rfd >= 0) {
         memset(a, 0, sizeof(a));
         a[0] = (uint64_t)rfd;
@@ -488,6 +491,35 @@ qpt_live_close(qpt_space_t *s)
     s->proc = NULL;
 }
 
+/*
+ * The ranges of the gone variables of the process of TOP (any space of it: unloaded
+ * libraries' included), pairs (address, length) into *OUT (freed by the caller), *N of
+ * them: a new variable is never mapped there, so an address qpt_alloc gave stays unique
+ * in the session (a snippet or a reader that still holds it never meets another
+ * variable there). 0, or QP_ENOMEM.
+ */
+static int
+gone_ranges(const qpt_space_t *top, uint64_t **out, size_t *n)
+{
+    size_t k = 0;
+    *out = NULL;
+    *n = 0;
+    for (const qpt_space_t *x = top; x != NULL; x = x == top ? top->libs : x->next_lib)
+        for (size_t i = 0; i < x->nlvars; i++)
+            k += x->lvars[i].gone != 0;
+    if (k == 0)
+        return 0;
+    if ((*out = malloc(2 * k * sizeof(**out))) == NULL)
+        return QP_ENOMEM;
+    for (const qpt_space_t *x = top; x != NULL; x = x == top ? top->libs : x->next_lib)
+        for (size_t i = 0; i < x->nlvars; i++)
+            if (x->lvars[i].gone) {
+                (*out)[2 * *n] = x->lvars[i].remote;
+                (*out)[2 * (*n)++ + 1] = x->lvars[i].len;
+            }
+    return 0;
+}
+
 int
 qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
 {
@@ -511,7 +543,12 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
     memset(nv, 0, sizeof(*nv));
     nv->fd = -1;
     nv->len = len;
-    int rc = map_shared(s, lo + s->bias, hi + s->bias, len, nv);
+    uint64_t *gone;
+    size_t ngone;
+    int rc = gone_ranges(s->parent != NULL ? s->parent : s, &gone, &ngone);
+    if (rc < 0)
+        return rc;
+    rc = map_shared(s, lo + s->bias, hi + s->bias, len, gone, ngone, nv);
     if (rc < 0) { /* private memory then: read from the process while it lives */
         if (nv->local != NULL)
             munmap(nv->local, len);
@@ -519,16 +556,17 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
             close(nv->fd);
         nv->local = NULL;
         nv->fd = -1;
-        rc = dyn_space_ops.alloc_near(p, lo + s->bias, hi + s->bias, len,
-                                      ED_PROT_R | ED_PROT_W, &nv->remote);
+        rc = dyn_space_map_near_avoid(p, lo + s->bias, hi + s->bias, len,
+                                      ED_PROT_R | ED_PROT_W, -1, gone, ngone, &nv->remote);
     }
+    free(gone);
     if (rc < 0)
         return qpt_fail(s, rc, "cannot map %zu bytes near the code: %s", len,
                         rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
     s->nlvars++;
     *addr = nv->remote;
-    /* Memory of the image before an execve at the same addresses: forgotten, so that a
-     * read there is of the new memory. */
+    /* Memory gone at the same addresses (none: gone_ranges keeps them; as a safeguard):
+     * forgotten, so that a read there is of the new memory. */
     uint64_t at = nv->remote;
     for (size_t i = 0; i < s->nlvars; i++)
         if (v[i].gone && v[i].remote < at + len && at < v[i].remote + v[i].len) {
@@ -649,13 +687,13 @@ qpt_live_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs, 
  * What an event changes (qpt_events.c): an exec, a library unloaded, a fork
  */
 
-/* Take the insertions of S out of the books (their code is gone, or goes with S). */
-static void
+/* Take the insertions of S out of the books (their code is gone, or goes with S). 1 when
+ * their trampolines stay in the process (a thread's pc in them: dyn_session_drop), else 0. */
+static int
 forget_insertions(qpt_space_t *s, int gone_all)
 {
     qpt_live_set_t *l = s->sess;
-    if (l != NULL && l->sess != NULL)
-        dyn_session_drop(l->sess, gone_all);
+    int kept = l != NULL && l->sess != NULL && dyn_session_drop(l->sess, gone_all) == 1;
     qpt_live_set_free(l);
     s->sess = NULL;
     dyn_session_destroy(s->check);
@@ -666,6 +704,7 @@ forget_insertions(qpt_space_t *s, int gone_all)
         s->ins[i].removed = 1;
     }
     s->inactive = 0;
+    return kept;
 }
 
 /*
@@ -717,11 +756,12 @@ qpt_live_lib_gone(qpt_space_t *l, int gone_all, const char *why)
 {
     if (l->stale)
         return;
-    forget_insertions(l, gone_all);
+    /* (a thread still in a kept trampoline may yet add to them: they stay mapped) */
+    int kept = forget_insertions(l, gone_all);
     qpt_live_vars_t *v = l->lvars;
     for (size_t i = 0; gone_all && i < l->nlvars; i++)
         v[i].gone = 1;
-    if (!gone_all)
+    if (!gone_all && !kept)
         retire_vars(l);
     l->stale = 1;
     snprintf(l->err, sizeof(l->err), "%s: %s", l->lib_name, why);

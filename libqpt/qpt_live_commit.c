@@ -103,16 +103,22 @@ int
 qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
 {
     const qpt_point_t *pt = &ins->pt;
-    const qpt_live_vars_t *vv = s->lvars;
     /* (/proc is asked only while it runs: not once per insertion into a stopped one) */
     if (qpt_live_gone(s, !dyn_proc_is_stopped(s->proc)) < 0) {
         *why = "the process has exited";
         return QP_EEXITED;
     }
-    for (size_t i = 0; i < s->nlvars; i++)
-        if (vv[i].gone && ins_uses(ins, vv[i].remote, vv[i].remote + vv[i].len)) {
-            *why = "it uses memory qpt_alloc gave before the process ran execve (gone)";
-            return QP_EINVAL;
+    /* Memory gone from the process, of any of its spaces (an unloaded library's too):
+     * its address is no longer ours (another mapping may be there). */
+    const qpt_space_t *top = s->parent != NULL ? s->parent : s;
+    for (const qpt_space_t *x = top; x != NULL; x = x == top ? top->libs : x->next_lib)
+        for (size_t i = 0; i < x->nlvars; i++) {
+            const qpt_live_vars_t *vv = &x->lvars[i];
+            if (vv->gone && ins_uses(ins, vv->remote, vv->remote + vv->len)) {
+                *why = "it uses memory qpt_alloc gave that left the process (gone with an "
+                       "execve, or with its library's dlclose)";
+                return QP_EINVAL;
+            }
         }
     if (pt->kind == QPT_EXIT) { /* a ret, a tail call (a jmp at a block's end), or a call
                                  * that never returns (dyn checks which) */

@@ -202,6 +202,19 @@ qml_reply(qml_live_t *l, const char *fmt, ...)
     l->o->on_reply(l->o->arg, line);
 }
 
+/* LINE as an answer when ANSWER and steering, else as a note (when there is none, an
+ * answer). */
+static void
+say_line(qml_live_t *l, int answer, const char *line)
+{
+    if (answer && l->o->commands && l->o->on_reply != NULL)
+        l->o->on_reply(l->o->arg, line);
+    else if (l->o->note != NULL)
+        l->o->note(l->o->note_arg, line);
+    else if (l->o->on_reply != NULL)
+        l->o->on_reply(l->o->arg, line);
+}
+
 /* A message of the session's own (a metric taken out): an answer when steering, else a
  * note. */
 void
@@ -212,10 +225,18 @@ qml_say(qml_live_t *l, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    if (l->o->commands && l->o->on_reply != NULL)
-        l->o->on_reply(l->o->arg, line);
-    else if (l->o->note != NULL)
-        l->o->note(l->o->note_arg, line);
+    say_line(l, 1, line);
+}
+
+void
+qml_warn(qml_live_t *l, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    say_line(l, 0, line);
 }
 
 /* EV (its kind and fields set) to the front end's on_event: 1, or 0 when there is none

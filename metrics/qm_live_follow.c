@@ -402,7 +402,7 @@ say_if_unguarded(qml_live_t *l)
     if (l->told_unguarded || qpt_watch_unguarded(l->s) != 1)
         return;
     l->told_unguarded = 1;
-    qml_say(l,
+    qml_warn(l, /* (not an answer: a --commands front end may not show those) */
         "%d: the loader's breakpoint is a plain int3 here (no room for the guarded jump at "
         "r_brk, or the process could not make the shared page): should dyn be killed "
         "(SIGKILL), the program dies (SIGTRAP) at its next dlopen or dlclose unless "

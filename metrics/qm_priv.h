@@ -363,6 +363,8 @@ void qml_reply(qml_live_t *l, const char *fmt, ...) __attribute__((format(printf
 void qml_reply_lines(qml_live_t *l, const char *text);
 int qml_sample(qml_live_t *l, char *why, size_t whylen);
 void qml_say(qml_live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A warning for the user in every mode: a note (standard error) even when steering. */
+void qml_warn(qml_live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int qml_set_up_remove(qml_live_t *l, void *arg, char *why, size_t whylen);
 int qml_steer(qml_live_t *l,
               int (*set_up)(qml_live_t *l, void *arg, char *why, size_t whylen),

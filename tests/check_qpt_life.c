@@ -433,6 +433,59 @@ START_TEST(test_life_dlopen_callbacks)
 }
 END_TEST
 
+/* A library loaded 3 times: each load's counter at its own address, read through its
+ * space; the first load's counter, gone with its dlclose, refused to a later load. */
+typedef struct reload_seen {
+    int loads, refused;
+    uint64_t ctr[3];
+    qpt_space_t *lib[3];
+    char why[512];
+} reload_seen_t;
+
+static void
+on_reload(qpt_space_t *s, const qpt_event_t *ev, void *arg)
+{
+    reload_seen_t *w = arg;
+    if (strcmp(ev->name, "liblife.so") != 0 || w->loads == 3)
+        return;
+    qpt_space_t *l;
+    ck_assert_msg(qpt_library(s, ev->name, &l, w->why, sizeof(w->why)) == 0, "%s", w->why);
+    if (w->loads > 0) {
+        uint32_t proc;
+        qpt_point_t pt;
+        size_t n;
+        ck_assert_int_eq(qpt_proc_find(l, "lib_work", &proc), 0);
+        ck_assert_int_eq(qpt_points(l, proc, QPT_ENTRY, &pt, 1, &n), 0);
+        qpt_snippet_t *sn = qpt_snippet_create();
+        qpt_expr_t e = qpt_add_to(sn, w->ctr[0], qpt_const(sn, 1), 1);
+        if (qpt_insert(l, &pt, sn, e, NULL) == QPT_EINVAL
+            && strstr(qpt_error(l), "left the process") != NULL)
+            w->refused++;
+        qpt_snippet_destroy(sn);
+    }
+    w->lib[w->loads] = l;
+    w->ctr[w->loads++] = count_calls(l, "lib_work");
+}
+
+START_TEST(test_life_reload_counters)
+{
+    char lib[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(LIB, lib));
+    qpt_space_t *s = spawn("cycles", "3", lib);
+    reload_seen_t w = { 0 };
+    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_LOAD, on_reload, &w), 0);
+    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_UNLOAD, on_unload, &(lib_seen_t){ 0 }),
+                     0);
+    ck_assert_int_eq(qpt_wait(s, 20000), 1);
+    ck_assert_int_eq(w.loads, 3);
+    ck_assert_int_eq(w.refused, 2);
+    ck_assert(w.ctr[0] != w.ctr[1] && w.ctr[1] != w.ctr[2] && w.ctr[0] != w.ctr[2]);
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(word(w.lib[k], w.ctr[k]), k + 1);
+    qpt_close(s);
+}
+END_TEST
+
 /*****************************************************************************
  * Cycles to nanoseconds
  */
@@ -555,6 +608,7 @@ life_suite(void)
     tcase_add_test(tc, test_life_exec);
     tcase_add_test(tc, test_life_exec_with_library);
     tcase_add_test(tc, test_life_dlopen_callbacks);
+    tcase_add_test(tc, test_life_reload_counters);
     suite_add_tcase(s, tc);
 #endif
     tc = tcase_create("time_and_names");

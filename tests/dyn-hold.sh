@@ -14,11 +14,15 @@
 #      fault on an unmapped page; and the shared page (qpt-brk) is gone;
 #  (c) child: a forked child calls its copy of the trampoline: it returns at once
 #      (never held while dyn lives);
+#  (c2) the same with a child made with CLONE_NEWPID of a program that is process 1 of
+#      its pid namespace (unshare -p -f; skipped where not allowed);
 #  (d) no guard: the program refuses memfd_create (seccomp), so dyn falls back to the
 #      int3: dyn says so, once, with what a kill would do; killed, `dyn clean` puts the
 #      loader's r_brk back and the program's dlopen then works;
+#  (d2) the same with --commands: the note still on standard error (not an answer);
 #  (e) dyn clean leaves alone a jump at r_brk that does not lead to a trampoline of
 #      dyn's (one clear line), and closes a descriptor named like a killed dyn's memfd;
+#  (e2) dyn clean aimed at a running dyn (a tracer) closes none of its descriptors;
 #  (f) a library loaded and unloaded again and again (-c 'libqt.so:lib_sum'): the
 #      process's /memfd:qpt-vars mappings do not grow with the cycles (5, then 15), and
 #      the counts of the unloaded copies are all reported (15 calls);
@@ -95,6 +99,31 @@ fi
 stop_dyn
 finish child
 
+# (c2) a child that is process 1 of a new pid namespace, of a program that is process 1
+# of its own (both see getpid() == 1): its copy returns at once too
+if unshare -p -f true 2>/dev/null; then
+    rm -f "$d/go"
+    unshare -p -f "$d/main" nschild "$d" >"$d/nschild.out" 2>&1 &
+    upid=$!
+    wait_lines "$d/nschild.out" '^ready' 1 20 || bad "nschild: the program never started"
+    tpid=$(cat /proc/$upid/task/$upid/children 2>/dev/null | awk '{ print $1 }')
+    "$DYN" attach $tpid -c 'libnope*:f' >"$d/nschild.dyn" 2>"$d/nschild.err" &
+    dpid=$!
+    dyn_wait_for "$d/nschild.err" "^dyn: $tpid: "
+    wait_lines "$d/nschild.out" '^guard' 1 20 || bad "nschild: the guard never seen"
+    if wait_lines "$d/nschild.out" '^child returned' 1 10; then
+        ok "nschild: the copy of a child in a new pid namespace returned at once"
+    else
+        bad "nschild: held in its copy of the trampoline while dyn lives"
+    fi
+    stop_dyn
+    wait $upid
+    expect_eq "nschild: the program's exit status" $? 0
+    tpid=
+else
+    echo "skip nschild: unshare -p not allowed here"
+fi
+
 # (d) the int3 fallback, said
 rm -f "$d/go"
 "$d/main" nomemfd "$d" >"$d/nomemfd.out" 2>&1 &
@@ -115,6 +144,18 @@ grep -q "loader's breakpoint .* put back" "$d/nomemfd.clean" && ok "nomemfd: cle
 touch "$d/go"
 finish nomemfd
 
+# (d2) the same note in --commands mode: on standard error, not among the answers
+rm -f "$d/go"
+"$d/main" nomemfd "$d" >"$d/nmcmd.out" 2>&1 &
+tpid=$!
+wait_lines "$d/nmcmd.out" '^ready' 1 20 || bad "nomemfd --commands: the program never started"
+(sleep 2; echo quit) | "$DYN" attach $tpid -c 'libnope*:f' --commands >"$d/nmcmd.dyn" \
+    2>"$d/nmcmd.err"
+expect_eq "nomemfd --commands: the int3 said on standard error" \
+    "$(grep -c "the loader's breakpoint is a plain int3 here" "$d/nmcmd.err")" 1
+touch "$d/go"
+finish nmcmd
+
 # (e) a jump at r_brk that is not dyn's; a descriptor a killed dyn left
 rm -f "$d/go"
 "$d/main" leftover "$d" >"$d/leftover.out" 2>&1 &
@@ -130,6 +171,26 @@ grep -q "1 descriptor a killed dyn left open closed" "$d/leftover.clean" \
     || bad "leftover: clean said: $(cat "$d/leftover.clean")"
 touch "$d/go"
 finish leftover
+
+# (e2) dyn clean aimed at a running dyn: the memfds it holds are its own, left open
+rm -f "$d/go"
+"$d/main" tramps "$d" >"$d/running.out" 2>&1 &
+tpid=$!
+wait_lines "$d/running.out" '^ready' 1 20 || bad "running: the program never started"
+"$DYN" attach $tpid -c 'main' >"$d/running.dyn" 2>"$d/running.err" &
+dpid=$!
+dyn_wait_for "$d/running.err" "procedures instrumented"
+n0=$(ls -l /proc/$dpid/fd 2>/dev/null | grep -c 'memfd:qpt-')
+"$DYN" clean $dpid >"$d/running.clean" 2>&1
+n1=$(ls -l /proc/$dpid/fd 2>/dev/null | grep -c 'memfd:qpt-')
+if [ "$n0" -gt 0 ] && [ "$n1" = "$n0" ]; then
+    ok "running: dyn clean of a running dyn left its $n0 memfd descriptor(s) open"
+else
+    bad "running: dyn's memfd descriptors $n0 before dyn clean of it, $n1 after: $(cat "$d/running.clean")"
+fi
+stop_dyn
+touch "$d/go"
+finish running
 
 # (f) variables of a library loaded again and again
 mkfifo "$d/in" || exit 99

@@ -76,6 +76,13 @@ if [ -x "$B/examples/repipe" ]; then
             && echo "$out" | grep -q '^ *5  exe:work$' \
             && ok "libcount: dlopen'ed library instrumented at its load: 5 calls" \
             || bad "libcount dlopen: $out"
+        # each load of a library loaded 4 times its own counter, at its own address (the
+        # Kth load's lib_work called K times), each read through its library's space
+        out=$("$B/examples/libcount" lib_work "$B/tests/qpt/life_prog" cycles 4 "$lib" 2>&1)
+        [ "$(echo "$out" | awk '$2 == "liblife.so:lib_work" { print $1 }' | sort | tr '\n' ' ')" \
+            = "1 2 3 4 " ] && echo "$out" | grep -q '^libcount: exit status 0$' \
+            && ok "libcount: 4 loads of a library counted apart: 1 2 3 4 calls" \
+            || bad "libcount cycles: $out"
         out=$("$B/examples/libcount" work "$B/tests/qpt/life_prog" threads 4 2>&1)
         [ "$(echo "$out" | grep -c '^libcount: thread [0-9]* started$')" = 4 ] \
             && [ "$(echo "$out" | grep -c '^libcount: thread [0-9]* ended$')" = 4 ] \

@@ -140,7 +140,7 @@ int qpt_keep_on_exit(qpt_space_t *s, int keep);
  * procedures, points, symbols, memory (qpt_alloc: near its code) and insertions, at
  * run-time addresses. It shares S's process and belongs to S: qpt_commit(S) commits
  * it too (not once unloaded or gone with an exec), qpt_read_memory(S) reads its
- * variables, qpt_close(S) closes it (closing it alone takes its snippets out); stop
+ * variables (those of an unloaded library through its own space: see qpt_alloc), qpt_close(S) closes it (closing it alone takes its snippets out); stop
  * and run the process through S. The same MODULE (or the same library) again gives the
  * same space. A process started by qpt_spawn that
  * has not run yet is first let run to its entry point (the dynamic loader then has
@@ -410,7 +410,13 @@ int qpt_edge_point(qpt_space_t *s, uint32_t proc, const qpt_edge_t *e, qpt_point
  * words snippets use; its address into *ADDR. A file: the words are a new zero-filled
  * region of the program whose contents are saved to its profile like qp's counters
  * (PROGRAM.qp, one slot per process, summed when read: see qpt_profile_read). A
- * process: memory mapped into it, readable at any time with qpt_read_memory.
+ * process: memory mapped into it, readable at any time with qpt_read_memory. An
+ * address given is never given again while S (the process's top space) is open, not
+ * even after the memory left the process (an execve, its library's dlclose): a snippet
+ * that still uses such an address is refused (QPT_EINVAL), and a reloaded library gets
+ * variables of its own. The last values of an unloaded library's variables stay
+ * readable through that library's space (kept open; the program's space reads them
+ * too, as long as the process maps nothing there).
  */
 int qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr /*OUT*/);
 

@@ -14,6 +14,9 @@
  *                   trampoline: it must return from there, not fault;
  *   main child DIR  forks; the child calls the trampoline as r_brk would: a forked
  *                   child's copy must return at once (never held while dyn lives).
+ *   main nschild DIR  the same with a child made by clone(CLONE_NEWPID): process 1 of
+ *                   a new pid namespace (run under `unshare -p -f`, main is process 1
+ *                   of its own too: both see getpid() == 1).
  *   main nomemfd DIR  memfd_create refused (a seccomp filter: EPERM), so that dyn
  *                   cannot make its guard's shared page and falls back to the int3;
  *                   prints "ready" and waits for DIR/go, then dlopens libm.so.6.
@@ -36,6 +39,7 @@
 #include <link.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -235,8 +239,9 @@ main(int argc, char **argv)
     }
     printf("guard\n");
     fflush(stdout);
-    if (strcmp(argv[1], "child") == 0) {
-        pid_t c = fork();
+    if (strcmp(argv[1], "child") == 0 || strcmp(argv[1], "nschild") == 0) {
+        pid_t c = argv[1][0] == 'c' ? fork()
+                                    : (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, 0, 0, 0);
         int st;
         if (c == 0) {
             ((void (*)(void))(uintptr_t)tramp)();

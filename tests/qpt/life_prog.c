@@ -4,7 +4,8 @@
  * The truth program of tests/check_qpt_life.c: each mode does one thing whose events
  * and counts are known - N threads (exit 3), a fork (both halves call work N times),
  * an execve of itself into "loop N" (exit 7), a dlopen of a library whose lib_work it
- * calls N times (then dlclose), work N times then exit N, or waiting on stdin.
+ * calls N times (then dlclose), N such loads in turn ("cycles": the Kth calls it K
+ * times), work N times then exit N, or waiting on stdin.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -64,6 +65,18 @@ main(int argc, char **argv)
         char *args[] = { argv[0], "loop", num, NULL };
         execv("/proc/self/exe", args);
         return 1;
+    }
+    if (strcmp(what, "cycles") == 0 && argc > 3) {
+        for (long k = 1; k <= n; k++) {
+            void *h = dlopen(argv[3], RTLD_NOW);
+            long (*f)(long) = h != NULL ? (long (*)(long))dlsym(h, "lib_work") : NULL;
+            if (f == NULL)
+                return 1;
+            for (long i = 1; i <= k; i++)
+                f(i);
+            dlclose(h);
+        }
+        return 0;
     }
     if (strcmp(what, "dlopen") == 0 && argc > 3) {
         void *h = dlopen(argv[3], RTLD_NOW);
