@@ -1159,8 +1159,9 @@ qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen)
             return rc;
         }
         int same = k->n == d->keys->n
-            && memcmp(k->index, d->keys->index, k->n * sizeof(uint32_t)) == 0
-            && memcmp(k->calls, d->keys->calls, k->n * sizeof(qp_desc_call_t)) == 0;
+            && (k->n == 0 /* no arrays to compare: memcmp of NULL is undefined */
+                || (memcmp(k->index, d->keys->index, k->n * sizeof(uint32_t)) == 0
+                    && memcmp(k->calls, d->keys->calls, k->n * sizeof(qp_desc_call_t)) == 0));
         desc_keys_free(k);
         if (!same) {
             qp_why(why, whylen, "description index: its key call sites are not those of "

@@ -534,6 +534,8 @@ procs_upto(const cfg_builder_t *b, uint64_t addr)
     const cfg_find_index_t *fx = b->find;
     if (fx != NULL && fx->built && fx->ver == b->procs_ver)
         return qp_buckets_upto(&fx->buckets, b->entry.v, b->entry.n, addr);
+    if (addr == UINT64_MAX) /* addr + 1 would wrap to 0: every entry is <= it */
+        return b->entry.n;
     return cfg_u64_lower_bound(b->entry.v, b->entry.n, addr + 1);
 }
 

@@ -361,7 +361,9 @@ int cfg_procs_insert(cfg_builder_t *b, size_t at, const cfg_bproc_t *bp);
  * Walk B's procedures in entry order and drop those DROP(ARG, procedure) answers 1 for
  * (0 keeps one; a negative answer keeps it and the rest, and is returned), freeing them;
  * only ids and entries move. The extents that grew, those of the procedures before the
- * dropped ones, are set. Returns how many were dropped, or DROP's error.
+ * dropped ones, are set. Returns how many were dropped, or DROP's error. DROP may read
+ * only BP and ARG: while the walk runs the order arrays are half compacted and the
+ * lookup index still looks current, so it must not look procedures up.
  */
 int cfg_procs_drop(cfg_builder_t *b, int (*drop)(void *arg, const cfg_bproc_t *bp),
                    void *arg);
@@ -397,7 +399,9 @@ int cfg_discover(cfg_builder_t *b);
  */
 void cfg_discover_freeze(cfg_builder_t *b, int frozen);
 
-/* Index in B->procs of the procedure whose main extent holds ADDR, or CFG_NONE. */
+/* Index in B->procs of the procedure whose main extent holds ADDR, or CFG_NONE. Unless
+ * the index is frozen (cfg_discover_freeze), the first call after a change rebuilds it:
+ * then only one thread may call. */
 uint32_t cfg_discover_find(const cfg_builder_t *b, uint64_t addr);
 
 /* Insert new procedures at B->new_entries (splitting extents), clearing the list.
