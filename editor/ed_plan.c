@@ -204,6 +204,13 @@ run_starts(const uint64_t *k, size_t i)
     return i == 0 || k[i - 1] >> 32 != k[i] >> 32;
 }
 
+/* The end of the part of J that starts at LO. */
+static size_t
+part_end(const gather_job_t *j, size_t lo)
+{
+    return lo + GATHER_GRAIN < j->nv ? lo + GATHER_GRAIN : j->nv;
+}
+
 /* qp_task_fn: positions [K, K + 1) * GATHER_GRAIN of the gather_job_t ARG gathered; then
  * the runs of one address that start there (they may end past them), sorted. */
 static int
@@ -211,8 +218,7 @@ gather_part(void *arg, unsigned worker, size_t k)
 {
     (void)worker;
     const gather_job_t *j = arg;
-    size_t lo = k * GATHER_GRAIN, hi = lo + GATHER_GRAIN < j->nv ? lo + GATHER_GRAIN
-                                                                  : j->nv;
+    size_t lo = k * GATHER_GRAIN, hi = part_end(j, lo);
     for (size_t i = lo; i < hi; i++)
         j->v[i] = j->probes[j->key[i] & UINT32_MAX];
     return 0;
@@ -223,8 +229,7 @@ runs_part(void *arg, unsigned worker, size_t k)
 {
     (void)worker;
     const gather_job_t *j = arg;
-    size_t lo = k * GATHER_GRAIN, hi = lo + GATHER_GRAIN < j->nv ? lo + GATHER_GRAIN
-                                                                  : j->nv;
+    size_t lo = k * GATHER_GRAIN, hi = part_end(j, lo);
     size_t i = lo;
     while (i < hi && !run_starts(j->key, i))
         i++; /* (the run an earlier part began) */

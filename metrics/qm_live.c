@@ -215,28 +215,32 @@ say_line(qml_live_t *l, int answer, const char *line)
         l->o->on_reply(l->o->arg, line);
 }
 
+static void __attribute__((format(printf, 3, 0)))
+say_fmt(qml_live_t *l, int reply, const char *fmt, va_list ap)
+{
+    char line[2048];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    say_line(l, reply, line);
+}
+
 /* A message of the session's own (a metric taken out): an answer when steering, else a
  * note. */
 void
 qml_say(qml_live_t *l, const char *fmt, ...)
 {
-    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    say_fmt(l, 1, fmt, ap);
     va_end(ap);
-    say_line(l, 1, line);
 }
 
 void
 qml_warn(qml_live_t *l, const char *fmt, ...)
 {
-    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    say_fmt(l, 0, fmt, ap);
     va_end(ap);
-    say_line(l, 0, line);
 }
 
 /* EV (its kind and fields set) to the front end's on_event: 1, or 0 when there is none
