@@ -310,9 +310,15 @@ dyn_proc_is_guard(dyn_proc_t *p, uint64_t code);
 /* Stop following the stopped process P: the breakpoint out, threads on it put back
  * before it, the guard's trampoline left as one page of rets (a thread in a signal
  * handler may still return into it: dyn_ptrace_guard.c); dyn_proc_resume then detaches
- * as usual. 0 when P was not followed. */
+ * as usual. 0 when P was not followed. A child forked meanwhile whose copy kept the
+ * int3 is let go stopped (DYN_EV_CHILD_LEFT): dyn_proc_left_stopped tells it. */
 int
 dyn_proc_unfollow(dyn_proc_t *p);
+
+/* The pid of the last child of P that dyn_proc_unfollow let go stopped (the int3 of the
+ * breakpoint still in it: DYN_EV_CHILD_LEFT), cleared by the asking; 0 when none. */
+int
+dyn_proc_left_stopped(dyn_proc_t *p);
 
 /* What dyn_proc_poll saw. */
 enum {
@@ -327,11 +333,15 @@ enum {
     DYN_EV_THREAD_START = 4, /* (dyn_proc_report_threads) thread TID started: it runs */
     DYN_EV_THREAD_EXIT = 5,  /* (dyn_proc_report_threads) thread TID (not the process's
                               * first) ended with wait status STATUS (-1: unknown) */
+    DYN_EV_CHILD_LEFT = 6,   /* a child TID was forked but the int3 of the breakpoint
+                              * could not be taken out of its copy: it was let go stopped
+                              * (SIGSTOP), to be cleaned (`dyn clean TID`) and continued
+                              * (SIGCONT) by the user. The parent runs. */
 };
 typedef struct dyn_event {
     int kind;          /* DYN_EV_* */
     dyn_proc_t *child; /* DYN_EV_FORK */
-    int tid;           /* DYN_EV_THREAD_*: the thread */
+    int tid;           /* DYN_EV_THREAD_*: the thread; DYN_EV_CHILD_LEFT: the child */
     int status;        /* DYN_EV_THREAD_EXIT: its wait status */
     int handled;       /* DYN_EV_NONE: stops and ends handled silently (a poller may
                         * look again soon: the process is busy with them) */

@@ -88,6 +88,7 @@ struct dyn_proc {
     int execed;       /* ... an exec was seen while stopping (for dyn_proc_poll) */
     int forks[16];    /* ... forked children seen while stopping (for dyn_proc_poll) */
     int nforks;
+    int left_stopped; /* ... the last of them left stopped (take_child), for the caller */
     int report_threads; /* ... threads' starts and ends are events (dyn_proc_report_threads) */
     dyn_event_t *tev; /* ... those not yet returned by dyn_proc_poll, oldest first */
     size_t ntev, captev;
@@ -126,6 +127,7 @@ void dyn_pt_stub_restore(dyn_proc_t *p);
 void dyn_pt_follow_seen(dyn_proc_t *p, size_t i, int st);
 int dyn_pt_follow_stop_all(dyn_proc_t *p);
 int dyn_pt_cont_all(dyn_proc_t *p);
+int dyn_pt_detach_stopped(int pid, int tid);
 
 /* dyn_ptrace_guard.c: the breakpoint guarded by dyn's life (each commented at its
  * definition). */

@@ -434,7 +434,11 @@ qml_follow(qml_live_t *l, double secs)
             say_if_unguarded(l);
             break;
         case QPT_EV_FORK:
-            if (ev.child_counted)
+            if (ev.child_counted < 0)
+                qml_warn(l, "child %d left stopped (the loader's int3 could not be taken "
+                            "out of it): run 'dyn clean %d', then kill -CONT %d",
+                         ev.tid, ev.tid, ev.tid);
+            else if (ev.child_counted)
                 l->forks_counted++;
             else
                 l->forks_apart++;

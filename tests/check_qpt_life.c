@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -586,6 +587,72 @@ START_TEST(test_life_named_profile)
 }
 END_TEST
 
+#ifdef ENABLE_DYNAMIC_TESTS
+/* dyn's internal (static link): a traced thread let go stopped. */
+int dyn_pt_detach_stopped(int pid, int tid);
+
+static char
+proc_state(int pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL || fgets(line, sizeof(line), f) == NULL) {
+        if (f != NULL)
+            fclose(f);
+        return '?';
+    }
+    fclose(f);
+    char *p = strrchr(line, ')');
+    return p != NULL && p[1] == ' ' ? p[2] : '?';
+}
+
+/* A forked child that dyn could not take its int3 out of stays stopped once let go: at
+ * its first stop (a PTRACE_EVENT_STOP of a seized fork child) PTRACE_DETACH's own
+ * SIGSTOP is dropped, and the child ran on into the int3 (review of dynfix). */
+START_TEST(test_life_fork_child_left_stopped)
+{
+    int t = fork();
+    ck_assert_int_ge(t, 0);
+    if (t == 0) {
+        usleep(200000); /* (seized by then) */
+        int c = fork();
+        if (c == 0) {
+            for (int i = 0; i < 50; i++)
+                usleep(100000);
+            _exit(0);
+        }
+        waitpid(c, NULL, 0);
+        _exit(0);
+    }
+    ck_assert_int_eq(ptrace(PTRACE_SEIZE, t, NULL, (void *)(long)PTRACE_O_TRACEFORK), 0);
+    int st;
+    unsigned long msg = 0;
+    for (;;) {
+        ck_assert_int_eq(waitpid(t, &st, __WALL), t);
+        ck_assert(WIFSTOPPED(st));
+        if (st >> 16 == PTRACE_EVENT_FORK) {
+            ptrace(PTRACE_GETEVENTMSG, t, NULL, &msg);
+            break;
+        }
+        ptrace(PTRACE_CONT, t, NULL, NULL);
+    }
+    int c = (int)msg;
+    ck_assert_int_eq(waitpid(c, &st, __WALL), c); /* its first stop */
+    ck_assert(WIFSTOPPED(st));
+    ck_assert_int_eq(dyn_pt_detach_stopped(c, c), 0);
+    char state = '?';
+    for (int i = 0; i < 50 && (state = proc_state(c)) != 'T'; i++)
+        usleep(20000);
+    ptrace(PTRACE_DETACH, t, NULL, NULL);
+    kill(c, SIGKILL);
+    kill(t, SIGKILL);
+    waitpid(t, NULL, 0);
+    ck_assert_msg(state == 'T', "the child let go is in state %c, not stopped", state);
+}
+END_TEST
+#endif
+
 static Suite *
 life_suite(void)
 {
@@ -609,6 +676,7 @@ life_suite(void)
     tcase_add_test(tc, test_life_exec_with_library);
     tcase_add_test(tc, test_life_dlopen_callbacks);
     tcase_add_test(tc, test_life_reload_counters);
+    tcase_add_test(tc, test_life_fork_child_left_stopped);
     suite_add_tcase(s, tc);
 #endif
     tc = tcase_create("time_and_names");

@@ -806,7 +806,11 @@ typedef struct qpt_event {
     int child_counted;   /* FORK: 1 when the child runs the parent's snippets, which add
                           * to the same qpt_alloc'ed memory; 0 when they were taken out
                           * of it (that memory was private: the child's counts would
-                          * be lost) */
+                          * be lost); -1 when it was let go stopped (SIGSTOP) because
+                          * the loader's int3 (qpt_watch_unguarded) could not be taken
+                          * out of its copy: its user runs `dyn clean TID`, then
+                          * kill -CONT TID (reported even without QPT_EV_FORK in the
+                          * mask) */
     uint64_t base;       /* LIBRARY_*: the lowest address of its mappings */
     char name[512];      /* LIBRARY_*: the library's base name; EXEC: the new program */
 } qpt_event_t;
