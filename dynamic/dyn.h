@@ -571,6 +571,12 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
 void
 dyn_session_set_all_or_nothing(dyn_session_t *s, int on);
 
+/* The N ranges AVOID (pairs address, length, copied) where dyn_session_install maps
+ * neither trampolines nor counters (dyn_space_map_near_avoid): memory of the caller's
+ * that left the process, whose addresses stay its own (libqpt's gone variables). */
+int
+dyn_session_set_avoid(dyn_session_t *s, const uint64_t *avoid, size_t n);
+
 /*
  * Neighbour slots, for a caller that chooses its points one by one (libqpt; the
  * selections above find theirs themselves). Procedure PROC's point of KIND (DYN_PT_ENTRY,

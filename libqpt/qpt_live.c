@@ -52,7 +52,7 @@ vars_at(const qpt_space_t *s, uint64_t addr, size_t len)
 
 /*
  * Map LEN bytes of a new memfd of ours into the stopped process near the code (never in
- * the NAVOID ranges AVOID: gone_ranges): it opens
+ * the NAVOID ranges AVOID: qpt_live_gone_ranges): it opens
  * /proc/OURPID/fd/N (the path written into a scratch page of its) and maps it shared.
  * 0 with *OUT filled, or QP_E* (then nothing is left in the process).
  */
@@ -443,6 +443,29 @@ qpt_live_decoded(qpt_space_t *s)
     return s->decoded;
 }
 
+/* The gone variables of library space S, closing, handed to its program's space: their
+ * addresses stay avoided (qpt_live_gone_ranges) and refused (qpt_live_point_ok), their last values
+ * readable, as long as the session lasts. */
+static void
+keep_gone_vars(qpt_space_t *s)
+{
+    qpt_space_t *top = s->parent;
+    size_t k = 0;
+    for (size_t i = 0; top != NULL && i < s->nlvars; i++)
+        k += s->lvars[i].gone != 0;
+    if (k == 0)
+        return;
+    qpt_live_vars_t *v = realloc(top->lvars, (top->nlvars + k) * sizeof(*v));
+    if (v == NULL)
+        return; /* (freed with S: those addresses may be given again) */
+    top->lvars = v;
+    for (size_t i = 0; i < s->nlvars; i++)
+        if (s->lvars[i].gone) {
+            v[top->nlvars++] = s->lvars[i];
+            s->lvars[i--] = s->lvars[--s->nlvars];
+        }
+}
+
 void
 qpt_live_close(qpt_space_t *s)
 {
@@ -470,6 +493,7 @@ qpt_live_close(qpt_space_t *s)
     qpt_live_index_free(s);
     free(s->lent);
     s->lent = NULL;
+    keep_gone_vars(s);
     qpt_live_vars_t *v = s->lvars;
     for (size_t i = 0; i < s->nlvars; i++) {
         /* The process's mapping goes when no snippet reads it any more (not one gone
@@ -491,15 +515,9 @@ qpt_live_close(qpt_space_t *s)
     s->proc = NULL;
 }
 
-/*
- * The ranges of the gone variables of the process of TOP (any space of it: unloaded
- * libraries' included), pairs (address, length) into *OUT (freed by the caller), *N of
- * them: a new variable is never mapped there, so an address qpt_alloc gave stays unique
- * in the session (a snippet or a reader that still holds it never meets another
- * variable there). 0, or QP_ENOMEM.
- */
-static int
-gone_ranges(const qpt_space_t *top, uint64_t **out, size_t *n)
+/* (qpt_priv.h) */
+int
+qpt_live_gone_ranges(const qpt_space_t *top, uint64_t **out, size_t *n)
 {
     size_t k = 0;
     *out = NULL;
@@ -545,7 +563,7 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
     nv->len = len;
     uint64_t *gone;
     size_t ngone;
-    int rc = gone_ranges(s->parent != NULL ? s->parent : s, &gone, &ngone);
+    int rc = qpt_live_gone_ranges(s->parent != NULL ? s->parent : s, &gone, &ngone);
     if (rc < 0)
         return rc;
     rc = map_shared(s, lo + s->bias, hi + s->bias, len, gone, ngone, nv);
@@ -565,7 +583,7 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
                         rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
     s->nlvars++;
     *addr = nv->remote;
-    /* Memory gone at the same addresses (none: gone_ranges keeps them; as a safeguard):
+    /* Memory gone at the same addresses (none: qpt_live_gone_ranges keeps them; as a safeguard):
      * forgotten, so that a read there is of the new memory. */
     uint64_t at = nv->remote;
     for (size_t i = 0; i < s->nlvars; i++)

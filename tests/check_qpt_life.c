@@ -487,6 +487,38 @@ START_TEST(test_life_reload_counters)
 }
 END_TEST
 
+/* Each load's space closed at its unload: the gone counters stay the program's (their
+ * addresses neither given again nor let to a later load's insertion), read through the
+ * program's space (review of dynfix: the closed library's list was freed with it). */
+static void
+on_unload_close(qpt_space_t *s, const qpt_event_t *ev, void *arg)
+{
+    reload_seen_t *w = arg;
+    (void)s;
+    if (strcmp(ev->name, "liblife.so") == 0 && w->loads > 0 && w->lib[w->loads - 1] != NULL) {
+        qpt_close(w->lib[w->loads - 1]);
+        w->lib[w->loads - 1] = NULL;
+    }
+}
+
+START_TEST(test_life_reload_closed_library)
+{
+    char lib[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(LIB, lib));
+    qpt_space_t *s = spawn("cycles", "3", lib);
+    reload_seen_t w = { 0 };
+    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_LOAD, on_reload, &w), 0);
+    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_UNLOAD, on_unload_close, &w), 0);
+    ck_assert_int_eq(qpt_wait(s, 20000), 1);
+    ck_assert_int_eq(w.loads, 3);
+    ck_assert_int_eq(w.refused, 2);
+    ck_assert(w.ctr[0] != w.ctr[1] && w.ctr[1] != w.ctr[2] && w.ctr[0] != w.ctr[2]);
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(word(s, w.ctr[k]), k + 1);
+    qpt_close(s);
+}
+END_TEST
+
 /*****************************************************************************
  * Cycles to nanoseconds
  */
@@ -676,6 +708,7 @@ life_suite(void)
     tcase_add_test(tc, test_life_exec_with_library);
     tcase_add_test(tc, test_life_dlopen_callbacks);
     tcase_add_test(tc, test_life_reload_counters);
+    tcase_add_test(tc, test_life_reload_closed_library);
     tcase_add_test(tc, test_life_fork_child_left_stopped);
     suite_add_tcase(s, tc);
 #endif

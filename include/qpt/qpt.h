@@ -414,9 +414,10 @@ int qpt_edge_point(qpt_space_t *s, uint32_t proc, const qpt_edge_t *e, qpt_point
  * address given is never given again while S (the process's top space) is open, not
  * even after the memory left the process (an execve, its library's dlclose): a snippet
  * that still uses such an address is refused (QPT_EINVAL), and a reloaded library gets
- * variables of its own. The last values of an unloaded library's variables stay
- * readable through that library's space (kept open; the program's space reads them
- * too, as long as the process maps nothing there).
+ * variables of its own (nor are dyn's own trampolines and counters mapped there). The
+ * last values of an unloaded library's variables stay readable through that library's
+ * space and through the program's space, also once the library's space is closed: our
+ * copy, whatever the process itself may have mapped at that address since.
  */
 int qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr /*OUT*/);
 
