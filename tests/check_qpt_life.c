@@ -519,6 +519,63 @@ START_TEST(test_life_reload_closed_library)
 }
 END_TEST
 
+/* A library's variable that a snippet of another library uses outlives its dlclose
+ * (kept mapped); an execve then takes it: a snippet of the new program that uses it is refused,
+ * its last value still read (review of dynfix: the unloaded library's variables were
+ * never marked gone at the execve, and closing it would unmap the new image's memory). */
+START_TEST(test_life_exec_after_unload_kept)
+{
+    char lib[PATH_MAX], why[512];
+    ck_assert_ptr_nonnull(realpath(LIB, lib));
+    qpt_space_t *s = spawn("dlexec", "4", lib), *l = NULL, *libc = NULL;
+    ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_LIBRARY_LOAD) | QPT_EV_BIT(QPT_EV_EXEC)),
+                     0);
+    qpt_event_t ev;
+    uint64_t ctr = 0;
+    uint32_t proc;
+    qpt_point_t pt;
+    size_t n;
+    for (;;) {
+        next(s, &ev);
+        if (ev.kind == QPT_EV_EXEC)
+            break;
+        ck_assert_int_eq(ev.kind, QPT_EV_LIBRARY_LOAD);
+        if (strcmp(ev.name, "liblife.so") != 0 || l != NULL)
+            continue;
+        ck_assert_msg(qpt_library(s, ev.name, &l, why, sizeof(why)) == 0, "%s", why);
+        ctr = count_calls(l, "lib_work");
+        /* libc's execv adds to the library's counter too (in reach: libraries are
+         * mapped together): it stays mapped at the dlclose */
+        ck_assert_msg(qpt_library(s, "libc.so.6", &libc, why, sizeof(why)) == 0, "%s", why);
+        ck_assert_int_eq(qpt_proc_find(libc, "execv", &proc), 0);
+        ck_assert_int_eq(qpt_points(libc, proc, QPT_ENTRY, &pt, 1, &n), 0);
+        qpt_snippet_t *sn = qpt_snippet_create();
+        ck_assert_int_eq(
+            qpt_insert(libc, &pt, sn, qpt_add_to(sn, ctr, qpt_const(sn, 1), 1), NULL), 0);
+        qpt_snippet_destroy(sn);
+        ck_assert_msg(qpt_commit(libc) == 0, "%s", qpt_error(libc));
+    }
+    ck_assert_ptr_nonnull(l);
+    ck_assert_int_eq(word(s, ctr), 5); /* 4 lib_work, 1 execv */
+    ck_assert_int_eq(qpt_proc_find(s, "work", &proc), 0);
+    ck_assert_int_eq(qpt_points(s, proc, QPT_ENTRY, &pt, 1, &n), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    int rc = qpt_insert(s, &pt, sn, qpt_add_to(sn, ctr, qpt_const(sn, 1), 1), NULL);
+    qpt_snippet_destroy(sn);
+    ck_assert_msg(rc == QPT_EINVAL && strstr(qpt_error(s), "left the process") != NULL,
+                  "a snippet of the new program using the old library's counter: %d %s", rc,
+                  qpt_error(s));
+    qpt_close(l);
+    uint64_t c2 = count_calls(s, "work");
+    ck_assert(c2 != ctr);
+    next(s, &ev);
+    ck_assert_int_eq(ev.kind, QPT_EV_EXIT);
+    ck_assert_int_eq(word(s, c2), 4);
+    ck_assert_int_eq(word(s, ctr), 5);
+    qpt_close(s);
+}
+END_TEST
+
 /*****************************************************************************
  * Cycles to nanoseconds
  */
@@ -709,6 +766,7 @@ life_suite(void)
     tcase_add_test(tc, test_life_dlopen_callbacks);
     tcase_add_test(tc, test_life_reload_counters);
     tcase_add_test(tc, test_life_reload_closed_library);
+    tcase_add_test(tc, test_life_exec_after_unload_kept);
     tcase_add_test(tc, test_life_fork_child_left_stopped);
     suite_add_tcase(s, tc);
 #endif

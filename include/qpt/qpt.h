@@ -417,7 +417,8 @@ int qpt_edge_point(qpt_space_t *s, uint32_t proc, const qpt_edge_t *e, qpt_point
  * variables of its own (nor are dyn's own trampolines and counters mapped there). The
  * last values of an unloaded library's variables stay readable through that library's
  * space and through the program's space, also once the library's space is closed: our
- * copy, whatever the process itself may have mapped at that address since.
+ * copy, whatever the process itself may have mapped at that address since (memory the
+ * process could not share with us left with its values: reading it fails, QPT_EINVAL).
  */
 int qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr /*OUT*/);
 
