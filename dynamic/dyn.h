@@ -297,7 +297,10 @@ dyn_proc_set_break(dyn_proc_t *p, uint64_t addr);
 
 /* 1 when the breakpoint of P (dyn_proc_set_break) is the int3, which a killed dyn leaves
  * behind (the process dies of SIGTRAP at its next dlopen or dlclose unless `dyn clean`
- * runs first); 0 when it is the guarded jump, or there is none. */
+ * runs first); 2 when it is the guarded jump but P refused MADV_WIPEONFORK on its marker
+ * page (a forked copy is told by its pid alone: a child that is process 1 of a new pid
+ * namespace, forked by a P that is process 1 of its own, would be held until dyn ends);
+ * 0 when it is the guarded jump, or there is none. */
 int
 dyn_proc_break_unguarded(const dyn_proc_t *p);
 

@@ -490,7 +490,9 @@ dyn_proc_set_break(dyn_proc_t *p, uint64_t addr)
 int
 dyn_proc_break_unguarded(const dyn_proc_t *p)
 {
-    return p != NULL && p->brk != 0 && p->brk_len == 1;
+    if (p == NULL || p->brk == 0)
+        return 0;
+    return p->brk_len == 1 ? 1 : p->guard.no_wipe ? 2 : 0;
 }
 
 int

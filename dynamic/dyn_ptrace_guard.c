@@ -289,15 +289,16 @@ lock_page(void *page, uint32_t *tid)
 }
 
 /* The marker page of G (see the top) in P: private, wiped in a forked copy, the marker
- * word at its start G's thread id. Without MADV_WIPEONFORK (Linux before 4.14) a copy
- * keeps the word: the getpid test is then the only one (a copy that is process 1 of a
- * new pid namespace, in a followed process 1 of its own, would be held). */
+ * word at its start G's thread id. Without MADV_WIPEONFORK (Linux before 4.14, or
+ * refused: g->no_wipe, which dyn_proc_break_unguarded tells) a copy keeps the word: the
+ * getpid test is then the only one (a copy that is process 1 of a new pid namespace, in
+ * a followed process 1 of its own, would be held). */
 static int
 make_mark(dyn_proc_t *p, dyn_guard_t *g)
 {
     QP_CHECK(dyn_space_map_near(
         p, g->code, g->code + PAGE, PAGE, ED_PROT_R | ED_PROT_W, -1, &g->mark));
-    call3(p, SYS_madvise, g->mark, PAGE, MADV_WIPEONFORK);
+    g->no_wipe = call3(p, SYS_madvise, g->mark, PAGE, MADV_WIPEONFORK) != 0;
     return dyn_proc_write(p, g->mark, &g->tid, sizeof(g->tid));
 }
 

@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18 /* (Linux 4.14; older headers) */
+#endif
 #include <sys/ptrace.h>
 #include <sys/rseq.h>
 #include <sys/syscall.h>
@@ -64,6 +67,8 @@ typedef struct dyn_guard {
     uint32_t tid;    /* our thread, the lock's owner */
     int locked;      /* the lock is ours */
     int reused;      /* the code page is an earlier following's (never unmapped) */
+    int no_wipe;     /* the process refused MADV_WIPEONFORK on the marker page: a forked
+                      * copy is told by the getpid test alone */
 } dyn_guard_t;
 
 struct dyn_proc {

@@ -165,8 +165,9 @@ qpt_watch_unguarded(const qpt_space_t *s)
     if (s == NULL)
         return QP_EINVAL;
     const qpt_space_t *top = s->parent != NULL ? s->parent : s;
-    return top->watch != NULL && top->watch->brk_set && top->proc != NULL
-        && dyn_proc_break_unguarded(top->proc);
+    if (top->watch == NULL || !top->watch->brk_set || top->proc == NULL)
+        return 0;
+    return dyn_proc_break_unguarded(top->proc);
 }
 
 /* A child dyn_proc_unfollow let go stopped (the loader's int3 still in its copy): said

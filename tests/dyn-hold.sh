@@ -19,6 +19,8 @@
 #  (d) no guard: the program refuses memfd_create (seccomp), so dyn falls back to the
 #      int3: dyn says so, once, with what a kill would do; killed, `dyn clean` puts the
 #      loader's r_brk back and the program's dlopen then works;
+#  (d3) the guard with MADV_WIPEONFORK refused (seccomp): dyn says the pid alone tells
+#      a forked child from the process, once;
 #  (d2) the same with --commands: the note still on standard error (not an answer);
 #  (e) dyn clean leaves alone a jump at r_brk that does not lead to a trampoline of
 #      dyn's (one clear line), and closes a descriptor named like a killed dyn's memfd;
@@ -143,6 +145,23 @@ grep -q "loader's breakpoint .* put back" "$d/nomemfd.clean" && ok "nomemfd: cle
     || bad "nomemfd: clean said: $(cat "$d/nomemfd.clean")"
 touch "$d/go"
 finish nomemfd
+
+# (d3) MADV_WIPEONFORK refused: the guard, the pid alone telling a child; said once
+rm -f "$d/go"
+"$d/main" nowipe "$d" >"$d/nowipe.out" 2>&1 &
+tpid=$!
+wait_lines "$d/nowipe.out" '^ready' 1 20 || bad "nowipe: the program never started"
+"$DYN" attach $tpid -c 'libnope*:f' >"$d/nowipe.dyn" 2>"$d/nowipe.err" &
+dpid=$!
+dyn_wait_for "$d/nowipe.err" "waiting for the libraries"
+expect_eq "nowipe: the missing MADV_WIPEONFORK said, once" \
+    "$(grep -c "cannot tell a forked child from the process but by its pid (MADV_WIPEONFORK refused)" \
+        "$d/nowipe.err")" 1
+expect_eq "nowipe: no int3 said" "$(grep -c "plain int3" "$d/nowipe.err")" 0
+touch "$d/go"
+wait_lines "$d/nowipe.out" '^returned' 1 20 || bad "nowipe: the dlopen did not return"
+stop_dyn
+finish nowipe
 
 # (d2) the same note in --commands mode: on standard error, not among the answers
 rm -f "$d/go"

@@ -842,6 +842,10 @@ int qpt_watch(qpt_space_t *s, unsigned mask);
  * r_brk has no room for the jump, or the process could not make the shared page. That
  * int3 outlives a mutator killed by SIGKILL: the process then dies (SIGTRAP) at its next
  * dlopen or dlclose unless `dyn clean PID` runs first, so a mutator tells its user.
+ * 2 when it is the guarded jump but the process refused MADV_WIPEONFORK (a kernel before
+ * 4.14): a forked child is then told from the process by its pid alone, so one that is
+ * process 1 of a new pid namespace, forked by a process 1 of its own, would wait in the
+ * breakpoint until the mutator ends (also worth telling).
  * 0 otherwise (the guarded jump, which a killed mutator leaves harmless; no breakpoint;
  * a file); QPT_EINVAL for NULL. Ask after qpt_watch and after each QPT_EV_EXEC (the new
  * program gets its own breakpoint).

@@ -20,6 +20,8 @@
  *   main nomemfd DIR  memfd_create refused (a seccomp filter: EPERM), so that dyn
  *                   cannot make its guard's shared page and falls back to the int3;
  *                   prints "ready" and waits for DIR/go, then dlopens libm.so.6.
+ *   main nowipe DIR  the same with madvise(MADV_WIPEONFORK) refused: dyn keeps the
+ *                   guard (a forked copy told by the pid alone) and says so.
  *   main leftover DIR  a jump of its own at r_brk (not to a dyn trampoline) and an open
  *                   memfd named qpt-brk, as a killed dyn's; prints "ready", waits for
  *                   DIR/go (after `dyn clean`), and returns when the jump was left
@@ -87,13 +89,16 @@ on_sigill(int sig, siginfo_t *si, void *ctx)
         nap_ms(10);
 }
 
-/* memfd_create fails with EPERM from now on, in every thread (the others allowed). */
+/* System call NR fails with EPERM from now on, in every thread (the others allowed);
+ * only when its third argument is ARG2 (its low 32 bits), unless ARG2 is -1. */
 static int
-no_memfd(void)
+refuse(unsigned nr, long arg2)
 {
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_memfd_create, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)arg2, 0, arg2 == -1 ? 0 : 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
@@ -215,9 +220,10 @@ main(int argc, char **argv)
         return leftover();
     if (strcmp(argv[1], "tramps") == 0)
         return sessions();
-    if (strcmp(argv[1], "nomemfd") == 0) {
+    if (strcmp(argv[1], "nomemfd") == 0 || strcmp(argv[1], "nowipe") == 0) {
         char go[4096];
-        if (no_memfd() != 0)
+        if (argv[1][2] == 'm' ? refuse(SYS_memfd_create, -1) != 0
+                              : refuse(SYS_madvise, 18 /* MADV_WIPEONFORK */) != 0)
             return 1;
         printf("ready\n");
         fflush(stdout);
