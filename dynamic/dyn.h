@@ -310,6 +310,15 @@ dyn_proc_break_unguarded(const dyn_proc_t *p);
 int
 dyn_proc_is_guard(dyn_proc_t *p, uint64_t code);
 
+/* The trampoline at CODE of a killed dyn's guard (dyn_proc_is_guard), r_brk put back
+ * (`dyn clean`), in the stopped process P: its code made all rets, as dyn_proc_unfollow
+ * leaves its own (a thread stopped in it returns, the routine's own return), so that a
+ * later following may reuse the page (it takes only retired ones). 0; QP_EINVAL when
+ * CODE is not such a page; QP_EIO. Written from its start: a write failing midway leaves
+ * each instruction whole or beginning with a ret. */
+int
+dyn_proc_guard_retire(dyn_proc_t *p, uint64_t code);
+
 /* Stop following the stopped process P: the breakpoint out, threads on it put back
  * before it, the guard's trampoline left as one page of rets (a thread in a signal
  * handler may still return into it: dyn_ptrace_guard.c); dyn_proc_resume then detaches

@@ -450,7 +450,8 @@ free_region(dyn_proc_t *p, const region_t *g, const uint64_t *w, size_t n, int u
 /*
  * The breakpoint a following dyn (libraries loaded later) put on the loader's r_brk, put
  * back to the file's bytes (read through dyn_module_path: the very file mapped): the jump
- * to its guard's trampoline (5 bytes; the trampoline's pages stay, unused), or the int3
+ * to its guard's trampoline (5 bytes; the trampoline's pages stay, its code made all rets
+ * for a later following to reuse: dyn_proc_guard_retire), or the int3
  * of an older dyn or of a process that could not take the guard (1 byte); OUT->breaks
  * counts it. A jump elsewhere than to a trampoline of dyn's (dyn_proc_is_guard) is not
  * ours: left alone, its target in OUT->foreign_brk.
@@ -468,12 +469,13 @@ restore_break(dyn_proc_t *p, dyn_clean_report_t *out)
         || (mem[0] != 0xcc && mem[0] != 0xe9))
         return;
     len = mem[0] == 0xe9 ? 5 : 1;
+    uint64_t to = 0;
     if (len == 5) {
         int32_t rel;
         if (dyn_proc_read(p, brk, mem, 5) < 0)
             return;
         memcpy(&rel, mem + 1, 4);
-        uint64_t to = brk + 5 + (uint64_t)(int64_t)rel;
+        to = brk + 5 + (uint64_t)(int64_t)rel;
         if (dyn_proc_is_guard(p, to) != 1) {
             out->foreign_brk = to;
             return;
@@ -495,8 +497,11 @@ restore_break(dyn_proc_t *p, dyn_clean_report_t *out)
             /* (the file's routine is a bare return: never the byte found in memory) */
             if (pread(fd, file, len, (off_t)(off + (brk - lo))) == (ssize_t)len
                 && (file[0] == 0xc3 || file[0] == 0xf3)
-                && dyn_proc_write(p, brk, file, len) == 0)
+                && dyn_proc_write(p, brk, file, len) == 0) {
                 out->breaks++;
+                if (to != 0) /* no way in left: the trampoline retired, to be reused */
+                    dyn_proc_guard_retire(p, to);
+            }
             close(fd);
         }
         break;

@@ -29,7 +29,8 @@
 #      process's /memfd:qpt-vars mappings do not grow with the cycles (5, then 15), and
 #      the counts of the unloaded copies are all reported (15 calls);
 #  (g) sessions one after the other reuse the trampoline's page: 3 sessions, one
-#      address; and a thread that returns from its handler into the page while a later
+#      address; (g2) a killed dyn's (SIGKILL) too, once `dyn clean` has retired its
+#      code to rets (the code a new session writes over is never live); and a thread that returns from its handler into the page while a later
 #      session follows is held and let go by that one.
 # Skips (77) without gcc or when ptrace is not allowed. Exit: 0 pass, 1 fail, 99 error.
 set -u
@@ -251,6 +252,21 @@ for i in 1 2 3; do
 done
 expect_eq "tramps: sessions seen" "$(grep -c '^session' "$d/tramps.out")" 3
 expect_eq "tramps: trampoline addresses" "$(grep '^session' "$d/tramps.out" | sort -u | wc -l)" 1
+# (g2) a killed dyn's trampoline: live code until dyn clean retires it (then reused)
+"$DYN" attach $tpid -c 'libnope*:f' >/dev/null 2>"$d/tramps4.err" &
+dpid=$!
+wait_lines "$d/tramps.out" '^session' 4 10 || bad "tramps: session 4 not seen"
+kill -9 $dpid
+wait $dpid 2>/dev/null
+dpid=
+"$DYN" clean $tpid >"$d/tramps.clean" 2>&1
+wait_lines "$d/tramps.out" '^out' 4 10 || bad "tramps: r_brk not put back by dyn clean"
+expect_eq "tramps: the trampolines retired (sessions ended, dyn clean)" \
+    "$(grep -c '^out rets' "$d/tramps.out")" 4
+"$DYN" attach $tpid -c 'libnope*:f' --duration 0.5 >/dev/null 2>"$d/tramps5.err"
+wait_lines "$d/tramps.out" '^session' 5 10 || bad "tramps: session 5 not seen"
+expect_eq "tramps: the killed dyn's page reused once retired" \
+    "$(grep '^session' "$d/tramps.out" | sort -u | wc -l)" 1
 touch "$d/go"
 finish tramps
 start after

@@ -30,7 +30,9 @@
  *                   calls its lib_sum(100) and dlcloses it, N times, then prints
  *                   "done N"; exits 0 at the end of its input.
  *   main tramps DIR  prints "ready", then "session ADDR" each time dyn's jump appears at
- *                   r_brk (ADDR: the trampoline), until DIR/go exists.
+ *                   r_brk (ADDR: the trampoline), and "out rets" (or "out code") each
+ *                   time it goes again, whether the trampoline's code is then all
+ *                   rets (retired), until DIR/go exists.
  * Each prints "returned" and exits 0 when the call came back. Without dyn's jump
  * within 20 s: "no guard", exit 2.
  */
@@ -172,12 +174,21 @@ sessions(void)
     printf("ready\n");
     fflush(stdout);
     snprintf(go, sizeof(go), "%s/go", dir);
+    uint64_t was = 0;
     while (b != NULL && access(go, F_OK) != 0) {
         if (b[0] == 0xe9 && !in) {
             int32_t rel;
             memcpy(&rel, (const void *)(b + 1), 4);
-            printf("session %#llx\n",
-                (unsigned long long)((uintptr_t)b + 5 + (uint64_t)(int64_t)rel));
+            was = (uint64_t)(uintptr_t)b + 5 + (uint64_t)(int64_t)rel;
+            printf("session %#llx\n", (unsigned long long)was);
+            fflush(stdout);
+        }
+        if (b[0] != 0xe9 && in) { /* r_brk put back: the trampoline's code retired? */
+            const volatile uint8_t *t = (const uint8_t *)(uintptr_t)was;
+            int rets = 1;
+            for (int i = 0; i < 88; i++) /* (TS_OFF) */
+                rets &= t[i] == 0xc3;
+            printf("out %s\n", rets ? "rets" : "code");
             fflush(stdout);
         }
         in = b[0] == 0xe9;
