@@ -736,6 +736,8 @@ typedef struct dyn_clean_report {
     unsigned fds;      /* descriptors of a killed dyn's memfds closed */
     uint64_t foreign_brk; /* r_brk jumps here, not to a dyn's trampoline: left alone
                         * (0: no such jump) */
+    unsigned tracer_fds; /* descriptors named like those left open: the process is a
+                        * dyn or traces another (its own memfds), left open */
 } dyn_clean_report_t;
 
 /*

@@ -25,6 +25,7 @@
 #  (e) dyn clean leaves alone a jump at r_brk that does not lead to a trampoline of
 #      dyn's (one clear line), and closes a descriptor named like a killed dyn's memfd;
 #  (e2) dyn clean aimed at a running dyn (a tracer) closes none of its descriptors;
+#  (e3) nor those of a tracer whose tracing thread is not its first, and says so;
 #  (f) a library loaded and unloaded again and again (-c 'libqt.so:lib_sum'): the
 #      process's /memfd:qpt-vars mappings do not grow with the cycles (5, then 15), and
 #      the counts of the unloaded copies are all reported (15 calls);
@@ -42,7 +43,7 @@ dyn_setup dyn-hold
 d=$dir
 qp_have gcc || { echo "SKIP: gcc not installed"; exit 77; }
 gcc -O2 -fPIC -shared -o "$d/libqt.so" "$top_srcdir/tests/dynlib/lib.c" || exit 99
-gcc -O1 -o "$d/main" "$top_srcdir/tests/dynhold/main.c" -ldl || exit 99
+gcc -O1 -o "$d/main" "$top_srcdir/tests/dynhold/main.c" -ldl -lpthread || exit 99
 
 # start MODE: the program and a dyn following it; waits for dyn's start and the guard.
 start() {
@@ -191,6 +192,19 @@ grep -q "1 descriptor a killed dyn left open closed" "$d/leftover.clean" \
     || bad "leftover: clean said: $(cat "$d/leftover.clean")"
 touch "$d/go"
 finish leftover
+
+# (e3) dyn clean aimed at a tracer whose tracing thread is not its first (TracerPid is
+# that thread's id): its own memfd left open, said
+rm -f "$d/go"
+"$d/main" tracer "$d" >"$d/tracer.out" 2>&1 &
+tpid=$!
+wait_lines "$d/tracer.out" '^ready' 1 20 || bad "tracer: the program never started"
+"$DYN" clean $tpid >"$d/tracer.clean" 2>"$d/tracer.cerr"
+grep -q "^dyn: $tpid: a dyn or a tracer (a running mutator): its 1 descriptor named like a killed dyn's memfds left open" \
+    "$d/tracer.cerr" && ok "tracer: its memfd left open, said" \
+    || bad "tracer: clean said: $(cat "$d/tracer.cerr" "$d/tracer.clean")"
+touch "$d/go"
+finish tracer
 
 # (e2) dyn clean aimed at a running dyn: the memfds it holds are its own, left open
 rm -f "$d/go"

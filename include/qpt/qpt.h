@@ -104,6 +104,9 @@ typedef struct qpt_clean_report {
                         * their opening and closing in the process) */
     uint64_t foreign_brk; /* the loader's r_brk jumps here, to code that is not a
                         * trampoline of dyn's: left alone (0: no such jump) */
+    unsigned tracer_fds; /* descriptors named like a killed dyn's memfds, left open: the
+                        * process is a dyn or traces another (a running mutator: they
+                        * are its own) */
 } qpt_clean_report_t;
 
 /*

@@ -29,6 +29,9 @@
  *   main cycles DIR LIB  prints "ready"; for each line N on its input dlopens LIB,
  *                   calls its lib_sum(100) and dlcloses it, N times, then prints
  *                   "done N"; exits 0 at the end of its input.
+ *   main tracer DIR  a memfd named qpt-vars, its own, open and mapped, and a thread (not
+ *                   the first) tracing a child; prints "ready", waits for DIR/go, and
+ *                   returns when the descriptor is still open.
  *   main tramps DIR  prints "ready", then "session ADDR" each time dyn's jump appears at
  *                   r_brk (ADDR: the trampoline), and "out rets" (or "out code") each
  *                   time it goes again, whether the trampoline's code is then all
@@ -51,7 +54,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -107,6 +112,48 @@ refuse(unsigned nr, long arg2)
     struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
         || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0;
+}
+
+/* The `tracer` mode (see the top): a thread, not the first, traces child ARG. */
+static void *
+tracer_thread(void *arg)
+{
+    pid_t c = (pid_t)(intptr_t)arg;
+    char go[4096];
+    if (ptrace(PTRACE_SEIZE, c, NULL, NULL) != 0)
+        return (void *)1;
+    printf("ready\n");
+    fflush(stdout);
+    snprintf(go, sizeof(go), "%s/go", dir);
+    while (access(go, F_OK) != 0)
+        nap_ms(10);
+    ptrace(PTRACE_DETACH, c, NULL, NULL);
+    return NULL;
+}
+
+/* The `tracer` mode; its exit status. */
+static int
+tracer(void)
+{
+    pid_t c = fork();
+    if (c == 0) {
+        for (;;)
+            pause();
+    }
+    /* (after the fork: the child holds none of it) */
+    int fd = (int)syscall(SYS_memfd_create, "qpt-vars", 0);
+    void *m = fd >= 0 && ftruncate(fd, 4096) == 0
+        ? mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    pthread_t t;
+    void *r = (void *)1;
+    if (m != MAP_FAILED && pthread_create(&t, NULL, tracer_thread, (void *)(intptr_t)c) == 0)
+        pthread_join(t, &r);
+    kill(c, SIGKILL);
+    waitpid(c, NULL, 0);
+    if (r != NULL || fcntl(fd, F_GETFD) < 0) /* (closed under it: harmed) */
+        return 1;
+    printf("returned\n");
+    return 0;
 }
 
 /* The `leftover` mode (see the top); its exit status. */
@@ -231,6 +278,8 @@ main(int argc, char **argv)
         return leftover();
     if (strcmp(argv[1], "tramps") == 0)
         return sessions();
+    if (strcmp(argv[1], "tracer") == 0)
+        return tracer();
     if (strcmp(argv[1], "nomemfd") == 0 || strcmp(argv[1], "nowipe") == 0) {
         char go[4096];
         if (argv[1][2] == 'm' ? refuse(SYS_memfd_create, -1) != 0
