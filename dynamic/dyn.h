@@ -738,6 +738,7 @@ typedef struct dyn_clean_report {
                         * (0: no such jump) */
     unsigned tracer_fds; /* descriptors named like those left open: the process is a
                         * dyn or traces another (its own memfds), left open */
+    unsigned mapped_fds; /* ... the process maps them itself (a mutator's own): left open */
 } dyn_clean_report_t;
 
 /*

@@ -643,8 +643,10 @@ others_hold(uint32_t pid, const struct stat *what)
  * tracer. Closed only when the name is a dyn memfd's, P is neither a dyn nor a tracer
  * itself (a running dyn, or a libqpt program, holds its own memfds so), and no other
  * live process has the same memfd open or mapped (a live dyn's target maps them: the
- * killed dyn's are held by P alone). OUT->fds counts them; OUT->tracer_fds counts those
- * left open because P is a dyn or a tracer.
+ * killed dyn's are held by P alone), nor P itself maps it (a mutator's own memfd, its
+ * target gone: closing it would harm the mutator; a killed dyn's, past the mapping, is
+ * only a descriptor too many). OUT->fds counts them; OUT->tracer_fds those left open
+ * because P is a dyn or a tracer, OUT->mapped_fds because P maps them.
  */
 static void
 close_memfds(dyn_proc_t *p, dyn_clean_report_t *out)
@@ -679,6 +681,8 @@ close_memfds(dyn_proc_t *p, dyn_clean_report_t *out)
                 tracer = named_dyn(pid) || others_hold(pid, NULL);
             if (tracer)
                 out->tracer_fds++;
+            else if (proc_file_says(pid, "maps", NULL, 0, (uint64_t)st.st_ino))
+                out->mapped_fds++;
             else if (!others_hold(pid, &st) && dyn_proc_syscall(p, SYS_close, a, &r) == 0
                      && r == 0)
                 out->fds++;

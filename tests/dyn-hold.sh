@@ -25,7 +25,8 @@
 #  (e) dyn clean leaves alone a jump at r_brk that does not lead to a trampoline of
 #      dyn's (one clear line), and closes a descriptor named like a killed dyn's memfd;
 #  (e2) dyn clean aimed at a running dyn (a tracer) closes none of its descriptors;
-#  (e3) nor those of a tracer whose tracing thread is not its first, and says so;
+#  (e3) nor those of a tracer whose tracing thread is not its first, and says so; nor
+#      one the process maps itself (a mutator's own, its target gone);
 #  (f) a library loaded and unloaded again and again (-c 'libqt.so:lib_sum'): the
 #      process's /memfd:qpt-vars mappings do not grow with the cycles (5, then 15), and
 #      the counts of the unloaded copies are all reported (15 calls);
@@ -205,6 +206,16 @@ grep -q "^dyn: $tpid: a dyn or a tracer (a running mutator): its 1 descriptor na
     || bad "tracer: clean said: $(cat "$d/tracer.cerr" "$d/tracer.clean")"
 touch "$d/go"
 finish tracer
+rm -f "$d/go"
+"$d/main" ownfd "$d" >"$d/ownfd.out" 2>&1 &
+tpid=$!
+wait_lines "$d/ownfd.out" '^ready' 1 20 || bad "ownfd: the program never started"
+"$DYN" clean $tpid >"$d/ownfd.clean" 2>"$d/ownfd.cerr"
+grep -q "^dyn: $tpid: 1 descriptor named like a killed dyn's memfds, mapped by the process itself, left open" \
+    "$d/ownfd.cerr" && ok "ownfd: a memfd the process maps itself left open, said" \
+    || bad "ownfd: clean said: $(cat "$d/ownfd.cerr" "$d/ownfd.clean")"
+touch "$d/go"
+finish ownfd
 
 # (e2) dyn clean aimed at a running dyn: the memfds it holds are its own, left open
 rm -f "$d/go"

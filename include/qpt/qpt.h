@@ -107,6 +107,8 @@ typedef struct qpt_clean_report {
     unsigned tracer_fds; /* descriptors named like a killed dyn's memfds, left open: the
                         * process is a dyn or traces another (a running mutator: they
                         * are its own) */
+    unsigned mapped_fds; /* ... the process maps them itself (a mutator's own, whose
+                        * target is gone; or a killed dyn's, which then stays open) */
 } qpt_clean_report_t;
 
 /*

@@ -32,6 +32,7 @@
  *   main tracer DIR  a memfd named qpt-vars, its own, open and mapped, and a thread (not
  *                   the first) tracing a child; prints "ready", waits for DIR/go, and
  *                   returns when the descriptor is still open.
+ *   main ownfd DIR   the same without the tracing thread.
  *   main tramps DIR  prints "ready", then "session ADDR" each time dyn's jump appears at
  *                   r_brk (ADDR: the trampoline), and "out rets" (or "out code") each
  *                   time it goes again, whether the trampoline's code is then all
@@ -131,9 +132,9 @@ tracer_thread(void *arg)
     return NULL;
 }
 
-/* The `tracer` mode; its exit status. */
+/* The `tracer` mode, or with TRACING 0 the `ownfd` one; its exit status. */
 static int
-tracer(void)
+tracer(int tracing)
 {
     pid_t c = fork();
     if (c == 0) {
@@ -146,7 +147,16 @@ tracer(void)
         ? mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
     pthread_t t;
     void *r = (void *)1;
-    if (m != MAP_FAILED && pthread_create(&t, NULL, tracer_thread, (void *)(intptr_t)c) == 0)
+    if (m != MAP_FAILED && !tracing) {
+        char go[4096];
+        printf("ready\n");
+        fflush(stdout);
+        snprintf(go, sizeof(go), "%s/go", dir);
+        while (access(go, F_OK) != 0)
+            nap_ms(10);
+        r = NULL;
+    } else if (m != MAP_FAILED
+               && pthread_create(&t, NULL, tracer_thread, (void *)(intptr_t)c) == 0)
         pthread_join(t, &r);
     kill(c, SIGKILL);
     waitpid(c, NULL, 0);
@@ -278,8 +288,8 @@ main(int argc, char **argv)
         return leftover();
     if (strcmp(argv[1], "tramps") == 0)
         return sessions();
-    if (strcmp(argv[1], "tracer") == 0)
-        return tracer();
+    if (strcmp(argv[1], "tracer") == 0 || strcmp(argv[1], "ownfd") == 0)
+        return tracer(argv[1][0] == 't');
     if (strcmp(argv[1], "nomemfd") == 0 || strcmp(argv[1], "nowipe") == 0) {
         char go[4096];
         if (argv[1][2] == 'm' ? refuse(SYS_memfd_create, -1) != 0
