@@ -459,16 +459,32 @@ qpt_live_decoded(qpt_space_t *s)
     return s->decoded;
 }
 
-/* The gone variables of library space S, closing, handed to its program's space: their
- * addresses stay avoided (qpt_live_gone_ranges) and refused (qpt_live_point_ok), their last values
- * readable, as long as the session lasts. */
+/* Must variable V of library space S (closing, unlinked) outlive S: gone (its address
+ * stays the session's), or used by an insertion of another space of the process? */
+static int
+outlives(const qpt_space_t *s, const qpt_live_vars_t *v)
+{
+    const qpt_space_t *top = s->parent;
+    size_t k;
+    if (v->gone)
+        return 1;
+    for (const qpt_space_t *x = top; x != NULL; x = x == top ? top->libs : x->next_lib)
+        if (x != s && qpt_live_uses(x, v->remote, v->remote + v->len, &k) != 0)
+            return 1;
+    return 0;
+}
+
+/* The variables of library space S, closing, that must outlive it, handed to its
+ * program's space: a gone one's address stays avoided (qpt_live_gone_ranges) and refused
+ * (qpt_live_point_ok), its last values readable, as long as the session lasts; one that
+ * another space's snippet uses stays mapped in the process until that space frees it. */
 static void
-keep_gone_vars(qpt_space_t *s)
+keep_vars(qpt_space_t *s)
 {
     qpt_space_t *top = s->parent;
     size_t k = 0;
     for (size_t i = 0; top != NULL && i < s->nlvars; i++)
-        k += s->lvars[i].gone != 0;
+        k += outlives(s, &s->lvars[i]);
     if (k == 0)
         return;
     qpt_live_vars_t *v = realloc(top->lvars, (top->nlvars + k) * sizeof(*v));
@@ -476,7 +492,7 @@ keep_gone_vars(qpt_space_t *s)
         return; /* (freed with S: those addresses may be given again) */
     top->lvars = v;
     for (size_t i = 0; i < s->nlvars; i++)
-        if (s->lvars[i].gone) {
+        if (outlives(s, &s->lvars[i])) {
             v[top->nlvars++] = s->lvars[i];
             s->lvars[i--] = s->lvars[--s->nlvars];
         }
@@ -509,7 +525,7 @@ qpt_live_close(qpt_space_t *s)
     qpt_live_index_free(s);
     free(s->lent);
     s->lent = NULL;
-    keep_gone_vars(s);
+    keep_vars(s);
     qpt_live_vars_t *v = s->lvars;
     for (size_t i = 0; i < s->nlvars; i++) {
         /* The process's mapping goes when no snippet reads it any more (not one gone

@@ -145,7 +145,9 @@ int qpt_keep_on_exit(qpt_space_t *s, int keep);
  * procedures, points, symbols, memory (qpt_alloc: near its code) and insertions, at
  * run-time addresses. It shares S's process and belongs to S: qpt_commit(S) commits
  * it too (not once unloaded or gone with an exec), qpt_read_memory(S) reads its
- * variables (those of an unloaded library through its own space: see qpt_alloc), qpt_close(S) closes it (closing it alone takes its snippets out); stop
+ * variables (an unloaded library's too: see qpt_alloc), qpt_close(S) closes it (closing
+ * it alone takes its snippets out; its variables that another space's snippets use stay
+ * mapped, S's from then on, and an unloaded one's stay S's to read); stop
  * and run the process through S. The same MODULE (or the same library) again gives the
  * same space. A process started by qpt_spawn that
  * has not run yet is first let run to its entry point (the dynamic loader then has
