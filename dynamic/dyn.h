@@ -297,7 +297,10 @@ dyn_proc_set_break(dyn_proc_t *p, uint64_t addr);
 
 /* 1 when the breakpoint of P (dyn_proc_set_break) is the int3, which a killed dyn leaves
  * behind (the process dies of SIGTRAP at its next dlopen or dlclose unless `dyn clean`
- * runs first); 0 when it is the guarded jump, or there is none. */
+ * runs first); 2 when it is the guarded jump but P refused MADV_WIPEONFORK on its marker
+ * page (a forked copy is told by its pid alone: a child that is process 1 of a new pid
+ * namespace, forked by a P that is process 1 of its own, would be held until dyn ends);
+ * 0 when it is the guarded jump, or there is none. */
 int
 dyn_proc_break_unguarded(const dyn_proc_t *p);
 
@@ -307,12 +310,27 @@ dyn_proc_break_unguarded(const dyn_proc_t *p);
 int
 dyn_proc_is_guard(dyn_proc_t *p, uint64_t code);
 
+/* The trampoline at CODE of a killed dyn's guard (dyn_proc_is_guard), r_brk put back
+ * (`dyn clean`), in the stopped process P: its code made all rets, as dyn_proc_unfollow
+ * leaves its own (a thread stopped in it returns, the routine's own return), so that a
+ * later following may reuse the page (it takes only retired ones). 0; QP_EINVAL when
+ * CODE is not such a page; QP_EIO. Written from its start: a write failing midway leaves
+ * each instruction whole or beginning with a ret. */
+int
+dyn_proc_guard_retire(dyn_proc_t *p, uint64_t code);
+
 /* Stop following the stopped process P: the breakpoint out, threads on it put back
  * before it, the guard's trampoline left as one page of rets (a thread in a signal
  * handler may still return into it: dyn_ptrace_guard.c); dyn_proc_resume then detaches
- * as usual. 0 when P was not followed. */
+ * as usual. 0 when P was not followed. A child forked meanwhile whose copy kept the
+ * int3 is let go stopped (DYN_EV_CHILD_LEFT): dyn_proc_left_stopped tells it. */
 int
 dyn_proc_unfollow(dyn_proc_t *p);
+
+/* The pid of the last child of P that dyn_proc_unfollow let go stopped (the int3 of the
+ * breakpoint still in it: DYN_EV_CHILD_LEFT), cleared by the asking; 0 when none. */
+int
+dyn_proc_left_stopped(dyn_proc_t *p);
 
 /* What dyn_proc_poll saw. */
 enum {
@@ -327,11 +345,15 @@ enum {
     DYN_EV_THREAD_START = 4, /* (dyn_proc_report_threads) thread TID started: it runs */
     DYN_EV_THREAD_EXIT = 5,  /* (dyn_proc_report_threads) thread TID (not the process's
                               * first) ended with wait status STATUS (-1: unknown) */
+    DYN_EV_CHILD_LEFT = 6,   /* a child TID was forked but the int3 of the breakpoint
+                              * could not be taken out of its copy: it was let go stopped
+                              * (SIGSTOP), to be cleaned (`dyn clean TID`) and continued
+                              * (SIGCONT) by the user. The parent runs. */
 };
 typedef struct dyn_event {
     int kind;          /* DYN_EV_* */
     dyn_proc_t *child; /* DYN_EV_FORK */
-    int tid;           /* DYN_EV_THREAD_*: the thread */
+    int tid;           /* DYN_EV_THREAD_*: the thread; DYN_EV_CHILD_LEFT: the child */
     int status;        /* DYN_EV_THREAD_EXIT: its wait status */
     int handled;       /* DYN_EV_NONE: stops and ends handled silently (a poller may
                         * look again soon: the process is busy with them) */
@@ -561,6 +583,12 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
 void
 dyn_session_set_all_or_nothing(dyn_session_t *s, int on);
 
+/* The N ranges AVOID (pairs address, length, copied) where dyn_session_install maps
+ * neither trampolines nor counters (dyn_space_map_near_avoid): memory of the caller's
+ * that left the process, whose addresses stay its own (libqpt's gone variables). */
+int
+dyn_session_set_avoid(dyn_session_t *s, const uint64_t *avoid, size_t n);
+
 /*
  * Neighbour slots, for a caller that chooses its points one by one (libqpt; the
  * selections above find theirs themselves). Procedure PROC's point of KIND (DYN_PT_ENTRY,
@@ -708,6 +736,9 @@ typedef struct dyn_clean_report {
     unsigned fds;      /* descriptors of a killed dyn's memfds closed */
     uint64_t foreign_brk; /* r_brk jumps here, not to a dyn's trampoline: left alone
                         * (0: no such jump) */
+    unsigned tracer_fds; /* descriptors named like those left open: the process is a
+                        * dyn or traces another (its own memfds), left open */
+    unsigned mapped_fds; /* ... the process maps them itself (a mutator's own): left open */
 } dyn_clean_report_t;
 
 /*

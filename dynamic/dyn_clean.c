@@ -450,7 +450,8 @@ free_region(dyn_proc_t *p, const region_t *g, const uint64_t *w, size_t n, int u
 /*
  * The breakpoint a following dyn (libraries loaded later) put on the loader's r_brk, put
  * back to the file's bytes (read through dyn_module_path: the very file mapped): the jump
- * to its guard's trampoline (5 bytes; the trampoline's pages stay, unused), or the int3
+ * to its guard's trampoline (5 bytes; the trampoline's pages stay, its code made all rets
+ * for a later following to reuse: dyn_proc_guard_retire), or the int3
  * of an older dyn or of a process that could not take the guard (1 byte); OUT->breaks
  * counts it. A jump elsewhere than to a trampoline of dyn's (dyn_proc_is_guard) is not
  * ours: left alone, its target in OUT->foreign_brk.
@@ -468,12 +469,13 @@ restore_break(dyn_proc_t *p, dyn_clean_report_t *out)
         || (mem[0] != 0xcc && mem[0] != 0xe9))
         return;
     len = mem[0] == 0xe9 ? 5 : 1;
+    uint64_t to = 0;
     if (len == 5) {
         int32_t rel;
         if (dyn_proc_read(p, brk, mem, 5) < 0)
             return;
         memcpy(&rel, mem + 1, 4);
-        uint64_t to = brk + 5 + (uint64_t)(int64_t)rel;
+        to = brk + 5 + (uint64_t)(int64_t)rel;
         if (dyn_proc_is_guard(p, to) != 1) {
             out->foreign_brk = to;
             return;
@@ -495,8 +497,11 @@ restore_break(dyn_proc_t *p, dyn_clean_report_t *out)
             /* (the file's routine is a bare return: never the byte found in memory) */
             if (pread(fd, file, len, (off_t)(off + (brk - lo))) == (ssize_t)len
                 && (file[0] == 0xc3 || file[0] == 0xf3)
-                && dyn_proc_write(p, brk, file, len) == 0)
+                && dyn_proc_write(p, brk, file, len) == 0) {
                 out->breaks++;
+                if (to != 0) /* no way in left: the trampoline retired, to be reused */
+                    dyn_proc_guard_retire(p, to);
+            }
             close(fd);
         }
         break;
@@ -508,10 +513,44 @@ restore_break(dyn_proc_t *p, dyn_clean_report_t *out)
  * Descriptors a killed dyn left open
  */
 
-/* Does a line of /proc/OTHER/FILE match: with FILE "status", "TracerPid: PID" (OTHER
- * traces PID); with "maps", a mapping of the memfd of inode INO? */
+/* The thread ids of process PID into *TIDS (malloc'ed), *N of them; 0, or -1. */
 static int
-proc_file_says(long other, const char *file, uint32_t pid, uint64_t ino)
+thread_ids(uint32_t pid, long **tids, size_t *n)
+{
+    char path[64];
+    struct dirent *e;
+    DIR *d;
+    size_t cap = 0;
+
+    *tids = NULL;
+    *n = 0;
+    snprintf(path, sizeof(path), "/proc/%u/task", pid);
+    if ((d = opendir(path)) == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long tid = strtol(e->d_name, &end, 10);
+        if (*end != '\0' || tid <= 0)
+            continue;
+        if (*n == cap) {
+            long *v = realloc(*tids, (cap = cap ? 2 * cap : 16) * sizeof(*v));
+            if (v == NULL) {
+                closedir(d);
+                return -1;
+            }
+            *tids = v;
+        }
+        (*tids)[(*n)++] = tid;
+    }
+    closedir(d);
+    return 0;
+}
+
+/* Does a line of /proc/OTHER/FILE match: with FILE "status", "TracerPid: T" for T one
+ * of the NT thread ids TIDS (a thread of theirs traces OTHER); with "maps", a mapping
+ * of the memfd of inode INO? */
+static int
+proc_file_says(long other, const char *file, const long *tids, size_t nt, uint64_t ino)
 {
     char path[64], line[512];
     FILE *f;
@@ -523,9 +562,11 @@ proc_file_says(long other, const char *file, uint32_t pid, uint64_t ino)
     while (!yes && fgets(line, sizeof(line), f) != NULL) {
         unsigned long long n;
         int name = 0;
-        if (strcmp(file, "status") == 0)
-            yes = sscanf(line, "TracerPid: %llu", &n) == 1 && n == pid;
-        else
+        if (strcmp(file, "status") == 0) {
+            if (sscanf(line, "TracerPid: %llu", &n) == 1)
+                for (size_t i = 0; i < nt && !yes; i++)
+                    yes = n != 0 && n == (unsigned long long)tids[i];
+        } else
             yes = sscanf(line, "%*s %*s %*s %*s %llu %n", &n, &name) == 1 && n == ino
                 && name > 0 && strncmp(line + name, "/memfd:", 7) == 0;
     }
@@ -556,31 +597,41 @@ fd_open_in(long other, const struct stat *what)
 }
 
 /*
- * Is there a live process, other than PID and ourselves, that traces PID (WHAT NULL: PID
- * is a tracer), or that has the memfd WHAT open or mapped? Processes we may not read are
- * not seen (another user's holds none of PID's memfds unless PID passed it one).
+ * Is there a live process, other than PID and ourselves, that a thread of PID traces
+ * (WHAT NULL: PID is a tracer; TracerPid is the tracing thread's id, any of PID's), or
+ * that has the memfd WHAT open or mapped? Processes we may not read are not seen
+ * (another user's holds none of PID's memfds unless PID passed it one). 1 when unsure.
  */
 static int
 others_hold(uint32_t pid, const struct stat *what)
 {
     struct dirent *e;
     DIR *d;
+    long *tids = NULL;
+    size_t nt = 0;
     int yes = 0;
 
-    if ((d = opendir("/proc")) == NULL)
+    if (what == NULL && thread_ids(pid, &tids, &nt) < 0) {
+        free(tids);
         return 1;
+    }
+    if ((d = opendir("/proc")) == NULL) {
+        free(tids);
+        return 1;
+    }
     while (!yes && (e = readdir(d)) != NULL) {
         char *end;
         long other = strtol(e->d_name, &end, 10);
         if (*end != '\0' || other <= 0 || other == (long)pid || other == (long)getpid())
             continue;
         if (what == NULL)
-            yes = proc_file_says(other, "status", pid, 0);
+            yes = proc_file_says(other, "status", tids, nt, 0);
         else
             yes = fd_open_in(other, what)
-                || proc_file_says(other, "maps", pid, (uint64_t)what->st_ino);
+                || proc_file_says(other, "maps", NULL, 0, (uint64_t)what->st_ino);
     }
     closedir(d);
+    free(tids);
     return yes;
 }
 
@@ -592,7 +643,10 @@ others_hold(uint32_t pid, const struct stat *what)
  * tracer. Closed only when the name is a dyn memfd's, P is neither a dyn nor a tracer
  * itself (a running dyn, or a libqpt program, holds its own memfds so), and no other
  * live process has the same memfd open or mapped (a live dyn's target maps them: the
- * killed dyn's are held by P alone). OUT->fds counts them.
+ * killed dyn's are held by P alone), nor P itself maps it (a mutator's own memfd, its
+ * target gone: closing it would harm the mutator; a killed dyn's, past the mapping, is
+ * only a descriptor too many). OUT->fds counts them; OUT->tracer_fds those left open
+ * because P is a dyn or a tracer, OUT->mapped_fds because P maps them.
  */
 static void
 close_memfds(dyn_proc_t *p, dyn_clean_report_t *out)
@@ -602,9 +656,8 @@ close_memfds(dyn_proc_t *p, dyn_clean_report_t *out)
     char path[64], link[128];
     struct dirent *e;
     DIR *d;
+    int tracer = -1; /* (asked at the first such descriptor) */
 
-    if (named_dyn(pid) || others_hold(pid, NULL))
-        return;
     snprintf(path, sizeof(path), "/proc/%u/fd", pid);
     if ((d = opendir(path)) == NULL)
         return;
@@ -622,9 +675,16 @@ close_memfds(dyn_proc_t *p, dyn_clean_report_t *out)
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             uint64_t a[6] = { (uint64_t)fd, 0, 0, 0, 0, 0 };
             int64_t r;
-            if (strncmp(link, names[i], strlen(names[i])) == 0
-                && !others_hold(pid, &st)
-                && dyn_proc_syscall(p, SYS_close, a, &r) == 0 && r == 0)
+            if (strncmp(link, names[i], strlen(names[i])) != 0)
+                continue;
+            if (tracer < 0)
+                tracer = named_dyn(pid) || others_hold(pid, NULL);
+            if (tracer)
+                out->tracer_fds++;
+            else if (proc_file_says(pid, "maps", NULL, 0, (uint64_t)st.st_ino))
+                out->mapped_fds++;
+            else if (!others_hold(pid, &st) && dyn_proc_syscall(p, SYS_close, a, &r) == 0
+                     && r == 0)
                 out->fds++;
         }
     }

@@ -414,6 +414,7 @@ dyn_session_destroy(dyn_session_t *s)
         free(s->pts[i].map);
     free(s->pts);
     free(s->foreign);
+    free(s->avoid);
     free(s->cand);
     free(s->ref);
     free(s->chosen);

@@ -783,6 +783,22 @@ dyn_session_set_all_or_nothing(dyn_session_t *s, int on)
 }
 
 int
+dyn_session_set_avoid(dyn_session_t *s, const uint64_t *avoid, size_t n)
+{
+    if (s == NULL || (avoid == NULL && n > 0))
+        return QP_EINVAL;
+    uint64_t *a = NULL;
+    if (n > 0 && (a = malloc(2 * n * sizeof(*a))) == NULL)
+        return QP_ENOMEM;
+    if (n > 0)
+        memcpy(a, avoid, 2 * n * sizeof(*a));
+    free(s->avoid);
+    s->avoid = a;
+    s->navoid = n;
+    return 0;
+}
+
+int
 dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
     uint32_t *row, const char **why)

@@ -33,8 +33,8 @@ counters_alloc(dyn_session_t *s, size_t n)
     size_t size = (rows + 4095) & ~(size_t)4095;
 
     s->ctr_size = size;
-    return dyn_space_ops.alloc_near(
-        s->p, s->code, s->code + s->code_size, size, ED_PROT_R | ED_PROT_W, &s->ctr);
+    return dyn_space_map_near_avoid(s->p, s->code, s->code + s->code_size, size,
+                                    ED_PROT_R | ED_PROT_W, -1, s->avoid, s->navoid, &s->ctr);
 }
 
 /*****************************************************************************
@@ -601,8 +601,8 @@ dyn_session_install(dyn_session_t *s)
         }
         s->code_size = (need + 4095) & ~(uint64_t)4095;
     }
-    rc = dyn_space_ops.alloc_near(
-        s->p, lo, hi, s->code_size, ED_PROT_R | ED_PROT_X, &s->code);
+    rc = dyn_space_map_near_avoid(s->p, lo, hi, s->code_size, ED_PROT_R | ED_PROT_X, -1,
+                                  s->avoid, s->navoid, &s->code);
     if (rc < 0)
         return rc;
     /* Marked at once: dyn clean finds it by this header if dyn dies from here on. */

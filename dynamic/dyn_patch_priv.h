@@ -169,6 +169,8 @@ struct dyn_session {
                      * bytes from each are reserved) */
     size_t npads, cappads;
     uint8_t all_or_nothing; /* dyn_session_set_all_or_nothing */
+    uint64_t *avoid; /* dyn_session_set_avoid: ranges (address, length) never mapped */
+    size_t navoid;
     int shstk; /* the process has a shadow stack (-1: not known yet) */
     int go;    /* a Go program: no instruction that may fault moves (dynp_go_refusal) */
     uint64_t *foreign; /* targets of branches from one procedure into another's middle

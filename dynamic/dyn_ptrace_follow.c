@@ -490,7 +490,18 @@ dyn_proc_set_break(dyn_proc_t *p, uint64_t addr)
 int
 dyn_proc_break_unguarded(const dyn_proc_t *p)
 {
-    return p != NULL && p->brk != 0 && p->brk_len == 1;
+    if (p == NULL || p->brk == 0)
+        return 0;
+    return p->brk_len == 1 ? 1 : p->guard.no_wipe ? 2 : 0;
+}
+
+int
+dyn_proc_left_stopped(dyn_proc_t *p)
+{
+    int pid = p != NULL ? p->left_stopped : 0;
+    if (p != NULL)
+        p->left_stopped = 0;
+    return pid;
 }
 
 /* The process ran execve: its breakpoint went with the old image (dyn's side of the
@@ -534,6 +545,8 @@ dyn_proc_unfollow(dyn_proc_t *p)
         dyn_proc_t *c = NULL;
         if (take_child(p, p->forks[i], &c) == 0)
             dyn_proc_destroy(c);
+        else if (errno == EFAULT)
+            p->left_stopped = p->forks[i];
     }
     p->nforks = 0;
     /* A thread may still return into the trampoline from a signal handler: its code
@@ -584,14 +597,15 @@ take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out)
          * it keeps the jump into its copy of the trampoline, a bare return there
          * (dyn_ptrace_guard.c: not the followed process), until `dyn clean CHILD`.
          * An int3 (no guard) would kill it at its next dlopen: it is left stopped
-         * (detached with SIGSTOP: `dyn clean CHILD`, then SIGCONT), QP_EIO (EFAULT). */
+         * (dyn_pt_detach_stopped: `dyn clean CHILD`, then SIGCONT), QP_EIO (EFAULT),
+         * which the callers report (DYN_EV_CHILD_LEFT, dyn_proc_left_stopped). */
         if (kill(cpid, 0) < 0 || dyn_pt_thread_exiting(cpid, cpid)) {
             dyn_proc_destroy(c);
             errno = ESRCH;
             return QP_EIO;
         }
         if (p->brk_len == 1) {
-            ptrace(PTRACE_DETACH, cpid, NULL, (void *)(uintptr_t)SIGSTOP);
+            dyn_pt_detach_stopped(cpid, cpid);
             c->nth = 0; /* (let go already) */
             dyn_proc_destroy(c);
             errno = EFAULT;
@@ -600,6 +614,32 @@ take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out)
     }
     *out = c;
     return 0;
+}
+
+/* Let thread TID of process PID (traced, in a ptrace stop) go, stopped. The SIGSTOP is
+ * queued first: PTRACE_DETACH's own signal is dropped when TID is in an event stop (a
+ * seized fork child's first stop), and the child would run on. */
+int
+dyn_pt_detach_stopped(int pid, int tid)
+{
+    syscall(SYS_tgkill, pid, tid, SIGSTOP);
+    return ptrace(PTRACE_DETACH, tid, NULL, NULL) < 0 ? QP_EIO : 0;
+}
+
+/* Forked child CPID of P into *EV: 1 with DYN_EV_FORK, or DYN_EV_CHILD_LEFT when it was
+ * left stopped (take_child); 0 when it ended. */
+static int
+child_event(dyn_proc_t *p, int cpid, dyn_event_t *ev)
+{
+    if (take_child(p, cpid, &ev->child) == 0) {
+        ev->kind = DYN_EV_FORK;
+        return 1;
+    }
+    if (errno != EFAULT)
+        return 0;
+    ev->kind = DYN_EV_CHILD_LEFT;
+    ev->tid = cpid;
+    return 1;
 }
 
 /* Every stopped thread held in the guard's trampoline is on the breakpoint (all stopped:
@@ -632,10 +672,8 @@ dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/)
     }
     while (p->nforks > 0) { /* seen while stopping */
         int cpid = p->forks[--p->nforks];
-        if (take_child(p, cpid, &ev->child) == 0) {
-            ev->kind = DYN_EV_FORK;
+        if (child_event(p, cpid, ev))
             return 0;
-        }
     }
     if (p->execed) {
         p->execed = 0;
@@ -708,10 +746,8 @@ dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/)
                 if (p->th[k].stopped && !p->th[k].gone
                     && ptrace(PTRACE_CONT, p->th[k].tid, NULL, NULL) == 0)
                     p->th[k].stopped = 0;
-            if (e == PTRACE_EVENT_FORK && take_child(p, (int)msg, &ev->child) == 0) {
-                ev->kind = DYN_EV_FORK;
+            if (e == PTRACE_EVENT_FORK && child_event(p, (int)msg, ev))
                 return 0;
-            }
             continue;
         }
         if (e == PTRACE_EVENT_STOP && WSTOPSIG(st) != SIGTRAP) /* a group stop: kept */

@@ -41,9 +41,10 @@
  * alternate stack or never return), so no moment is safe to unmap it. Instead,
  * dyn_proc_unfollow retires it: every byte of the code becomes a `ret` (the stack being
  * the routine's at every instruction of it, a return from any of them is the routine's
- * own), and the shared page goes. The next following (this dyn's or a later one's) puts
+ * own), and the shared page goes (`dyn clean` retires a killed dyn's code the same way,
+ * dyn_proc_guard_retire). The next following (this dyn's or a later one's) puts
  * its trampoline into that same page (reuse_page: found by its tag, a page of the same
- * layout): a thread that returns there from a handler finds, at each instruction
+ * layout, retired: never a killed dyn's live code): a thread that returns there from a handler finds, at each instruction
  * boundary it can return to, the same instruction, now of the new trampoline (only
  * immediates and displacements differ: a futex call with a stale address fails with
  * EFAULT and the loop goes on), so the process keeps one page of ours, whatever the
@@ -229,7 +230,22 @@ tramp_bytes(uint8_t *c, uint64_t code, uint64_t lock, uint64_t mark, uint32_t ti
 
 /* A code page an earlier following left in P within a jump's reach of BRK (see the
  * top: a page of this layout, by its tag, among the small anonymous r-x mappings of
- * /proc/PID/maps), or 0. */
+ * /proc/PID/maps), retired (its code all rets: dyn_proc_unfollow's, or a killed dyn's
+ * after `dyn clean`, dyn_proc_guard_retire), or 0. A killed dyn's live code is never
+ * written over: a thread stopped in it would meet old and new instructions mixed. */
+/* 1 when the code at CODE in P is all `ret`s (TS_OFF bytes: retired). */
+static int
+all_rets(dyn_proc_t *p, uint64_t code)
+{
+    uint8_t c[TS_OFF];
+    if (dyn_proc_read(p, code, c, sizeof(c)) < 0)
+        return 0;
+    for (size_t i = 0; i < sizeof(c); i++)
+        if (c[i] != 0xc3)
+            return 0;
+    return 1;
+}
+
 static uint64_t
 reuse_page(dyn_proc_t *p, uint64_t brk)
 {
@@ -254,7 +270,7 @@ reuse_page(dyn_proc_t *p, uint64_t brk)
             if (d > INT32_MAX - (int64_t)PAGE || d < INT32_MIN + (int64_t)PAGE)
                 continue;
             if (dyn_proc_read(p, a + TAG_OFF, t, sizeof(t)) == 0
-                && memcmp(t, page_tag, sizeof(t)) == 0)
+                && memcmp(t, page_tag, sizeof(t)) == 0 && all_rets(p, a))
                 found = a;
         }
     }
@@ -289,15 +305,16 @@ lock_page(void *page, uint32_t *tid)
 }
 
 /* The marker page of G (see the top) in P: private, wiped in a forked copy, the marker
- * word at its start G's thread id. Without MADV_WIPEONFORK (Linux before 4.14) a copy
- * keeps the word: the getpid test is then the only one (a copy that is process 1 of a
- * new pid namespace, in a followed process 1 of its own, would be held). */
+ * word at its start G's thread id. Without MADV_WIPEONFORK (Linux before 4.14, or
+ * refused: g->no_wipe, which dyn_proc_break_unguarded tells) a copy keeps the word: the
+ * getpid test is then the only one (a copy that is process 1 of a new pid namespace, in
+ * a followed process 1 of its own, would be held). */
 static int
 make_mark(dyn_proc_t *p, dyn_guard_t *g)
 {
     QP_CHECK(dyn_space_map_near(
         p, g->code, g->code + PAGE, PAGE, ED_PROT_R | ED_PROT_W, -1, &g->mark));
-    call3(p, SYS_madvise, g->mark, PAGE, MADV_WIPEONFORK);
+    g->no_wipe = call3(p, SYS_madvise, g->mark, PAGE, MADV_WIPEONFORK) != 0;
     return dyn_proc_write(p, g->mark, &g->tid, sizeof(g->tid));
 }
 
@@ -459,6 +476,16 @@ dyn_pt_guard_drop(dyn_proc_t *p, int how)
     if (g->page != NULL && (!g->locked || pthread_mutex_unlock((pthread_mutex_t *)g->page) == 0))
         munmap(g->page, PAGE);
     memset(g, 0, sizeof(*g));
+}
+
+int
+dyn_proc_guard_retire(dyn_proc_t *p, uint64_t code)
+{
+    uint8_t rets[TS_OFF];
+    if (p == NULL || dyn_proc_is_guard(p, code) != 1)
+        return QP_EINVAL;
+    memset(rets, 0xc3, sizeof(rets));
+    return dyn_proc_write(p, code, rets, sizeof(rets));
 }
 
 int

@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18 /* (Linux 4.14; older headers) */
+#endif
 #include <sys/ptrace.h>
 #include <sys/rseq.h>
 #include <sys/syscall.h>
@@ -64,6 +67,8 @@ typedef struct dyn_guard {
     uint32_t tid;    /* our thread, the lock's owner */
     int locked;      /* the lock is ours */
     int reused;      /* the code page is an earlier following's (never unmapped) */
+    int no_wipe;     /* the process refused MADV_WIPEONFORK on the marker page: a forked
+                      * copy is told by the getpid test alone */
 } dyn_guard_t;
 
 struct dyn_proc {
@@ -88,6 +93,7 @@ struct dyn_proc {
     int execed;       /* ... an exec was seen while stopping (for dyn_proc_poll) */
     int forks[16];    /* ... forked children seen while stopping (for dyn_proc_poll) */
     int nforks;
+    int left_stopped; /* ... the last of them left stopped (take_child), for the caller */
     int report_threads; /* ... threads' starts and ends are events (dyn_proc_report_threads) */
     dyn_event_t *tev; /* ... those not yet returned by dyn_proc_poll, oldest first */
     size_t ntev, captev;
@@ -126,6 +132,7 @@ void dyn_pt_stub_restore(dyn_proc_t *p);
 void dyn_pt_follow_seen(dyn_proc_t *p, size_t i, int st);
 int dyn_pt_follow_stop_all(dyn_proc_t *p);
 int dyn_pt_cont_all(dyn_proc_t *p);
+int dyn_pt_detach_stopped(int pid, int tid);
 
 /* dyn_ptrace_guard.c: the breakpoint guarded by dyn's life (each commented at its
  * definition). */

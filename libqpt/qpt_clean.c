@@ -30,6 +30,7 @@ qpt_clean(int pid, qpt_clean_report_t *out, char *why, size_t whylen)
     memset(&r, 0, sizeof(r));
     int rc = dyn_clean_pid(pid, &r, why, whylen);
     *out = (qpt_clean_report_t) { r.regions, r.jumps, r.moved, r.unmapped, r.kept, r.busy,
-                                  r.breaks, r.stub, r.fds, r.foreign_brk };
+                                  r.breaks, r.stub, r.fds, r.foreign_brk, r.tracer_fds,
+                                  r.mapped_fds };
     return rc;
 }

@@ -165,8 +165,22 @@ qpt_watch_unguarded(const qpt_space_t *s)
     if (s == NULL)
         return QP_EINVAL;
     const qpt_space_t *top = s->parent != NULL ? s->parent : s;
-    return top->watch != NULL && top->watch->brk_set && top->proc != NULL
-        && dyn_proc_break_unguarded(top->proc);
+    if (top->watch == NULL || !top->watch->brk_set || top->proc == NULL)
+        return 0;
+    return dyn_proc_break_unguarded(top->proc);
+}
+
+/* A child dyn_proc_unfollow let go stopped (the loader's int3 still in its copy): said
+ * as S's error, QPT_EIO; else 0. */
+static int
+said_left_stopped(qpt_space_t *s)
+{
+    int child = dyn_proc_left_stopped(s->proc);
+    if (child == 0)
+        return 0;
+    return qpt_fail(s, QP_EIO, "child %d left stopped (the loader's int3 could not be "
+                               "taken out of it): run 'dyn clean %d', then kill -CONT %d",
+                    child, child, child);
 }
 
 int
@@ -187,7 +201,7 @@ qpt_live_watch(qpt_space_t *s, unsigned mask)
             dyn_proc_unfollow(s->proc);
             qpt_watch_free(s);
         }
-        return 0;
+        return said_left_stopped(s);
     }
     int rc;
     /* A program not run yet has no loader's r_debug: run it to its entry first (not
@@ -204,6 +218,8 @@ qpt_live_watch(qpt_space_t *s, unsigned mask)
             s->at_exec = 0;
         if (w != NULL && dyn_proc_follow(s->proc) < 0 && rc == 0)
             rc = QP_EIO;
+        if (rc == 0)
+            QP_CHECK(said_left_stopped(s));
         if (rc < 0) {
             QP_CHECK(qpt_live_gone(s, 1));
             return qpt_fail(s, rc, "cannot run it to its entry point: %s",
@@ -301,6 +317,10 @@ poll_once(qpt_space_t *s, struct qpt_watch *w, qpt_event_t *ev, int *busy)
                               .child_counted = counted };
         break;
     }
+    case DYN_EV_CHILD_LEFT: /* told even when forks are not asked for: a stopped child */
+        *ev = (qpt_event_t) { .kind = QPT_EV_FORK, .tid = de.tid, .status = -1,
+                              .child_counted = -1 };
+        break;
     case DYN_EV_EXEC:
         rc = on_exec(s, w, ev);
         if (rc == 1 && !(w->mask & QPT_EV_BIT(QPT_EV_EXEC))) {

@@ -52,10 +52,26 @@ vars_at(const qpt_space_t *s, uint64_t addr, size_t len)
 
 /*
  * Map LEN bytes of a new memfd of ours into the stopped process near the code (never in
- * the NAVOID ranges AVOID: gone_ranges): it opens
+ * the NAVOID ranges AVOID: qpt_live_gone_ranges): it opens
  * /proc/OURPID/fd/N (the path written into a scratch page of its) and maps it shared.
  * 0 with *OUT filled, or QP_E* (then nothing is left in the process).
  */
+/* 1 when [ADDR, ADDR + LEN) meets a gone variable of S's process without a copy of
+ * ours (private memory: its values left with it). */
+static int
+lost_var_at(const qpt_space_t *s, uint64_t addr, size_t len)
+{
+    const qpt_space_t *top = s->parent != NULL ? s->parent : s;
+    for (const qpt_space_t *x = top; x != NULL; x = x == top ? top->libs : x->next_lib)
+        for (size_t i = 0; i < x->nlvars; i++) {
+            const qpt_live_vars_t *v = &x->lvars[i];
+            if (v->gone && v->local == NULL && addr < v->remote + v->len
+                && v->remote < addr + len)
+                return 1;
+        }
+    return 0;
+}
+
 static int
 map_shared(qpt_space_t *s, uint64_t lo, uint64_t hi, size_t len, const uint64_t *avoid,
            size_t navoid, qpt_live_vars_t *out)
@@ -443,6 +459,45 @@ qpt_live_decoded(qpt_space_t *s)
     return s->decoded;
 }
 
+/* Must variable V of library space S (closing, unlinked) outlive S: gone (its address
+ * stays the session's), or used by an insertion of another space of the process? */
+static int
+outlives(const qpt_space_t *s, const qpt_live_vars_t *v)
+{
+    const qpt_space_t *top = s->parent;
+    size_t k;
+    if (v->gone)
+        return 1;
+    for (const qpt_space_t *x = top; x != NULL; x = x == top ? top->libs : x->next_lib)
+        if (x != s && qpt_live_uses(x, v->remote, v->remote + v->len, &k) != 0)
+            return 1;
+    return 0;
+}
+
+/* The variables of library space S, closing, that must outlive it, handed to its
+ * program's space: a gone one's address stays avoided (qpt_live_gone_ranges) and refused
+ * (qpt_live_point_ok), its last values readable, as long as the session lasts; one that
+ * another space's snippet uses stays mapped in the process until that space frees it. */
+static void
+keep_vars(qpt_space_t *s)
+{
+    qpt_space_t *top = s->parent;
+    size_t k = 0;
+    for (size_t i = 0; top != NULL && i < s->nlvars; i++)
+        k += outlives(s, &s->lvars[i]);
+    if (k == 0)
+        return;
+    qpt_live_vars_t *v = realloc(top->lvars, (top->nlvars + k) * sizeof(*v));
+    if (v == NULL)
+        return; /* (freed with S: those addresses may be given again) */
+    top->lvars = v;
+    for (size_t i = 0; i < s->nlvars; i++)
+        if (outlives(s, &s->lvars[i])) {
+            v[top->nlvars++] = s->lvars[i];
+            s->lvars[i--] = s->lvars[--s->nlvars];
+        }
+}
+
 void
 qpt_live_close(qpt_space_t *s)
 {
@@ -470,6 +525,7 @@ qpt_live_close(qpt_space_t *s)
     qpt_live_index_free(s);
     free(s->lent);
     s->lent = NULL;
+    keep_vars(s);
     qpt_live_vars_t *v = s->lvars;
     for (size_t i = 0; i < s->nlvars; i++) {
         /* The process's mapping goes when no snippet reads it any more (not one gone
@@ -491,15 +547,9 @@ qpt_live_close(qpt_space_t *s)
     s->proc = NULL;
 }
 
-/*
- * The ranges of the gone variables of the process of TOP (any space of it: unloaded
- * libraries' included), pairs (address, length) into *OUT (freed by the caller), *N of
- * them: a new variable is never mapped there, so an address qpt_alloc gave stays unique
- * in the session (a snippet or a reader that still holds it never meets another
- * variable there). 0, or QP_ENOMEM.
- */
-static int
-gone_ranges(const qpt_space_t *top, uint64_t **out, size_t *n)
+/* (qpt_priv.h) */
+int
+qpt_live_gone_ranges(const qpt_space_t *top, uint64_t **out, size_t *n)
 {
     size_t k = 0;
     *out = NULL;
@@ -545,7 +595,7 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
     nv->len = len;
     uint64_t *gone;
     size_t ngone;
-    int rc = gone_ranges(s->parent != NULL ? s->parent : s, &gone, &ngone);
+    int rc = qpt_live_gone_ranges(s->parent != NULL ? s->parent : s, &gone, &ngone);
     if (rc < 0)
         return rc;
     rc = map_shared(s, lo + s->bias, hi + s->bias, len, gone, ngone, nv);
@@ -565,8 +615,8 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
                         rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
     s->nlvars++;
     *addr = nv->remote;
-    /* Memory gone at the same addresses (none: gone_ranges keeps them; as a safeguard):
-     * forgotten, so that a read there is of the new memory. */
+    /* Memory gone at the same addresses (none: qpt_live_gone_ranges keeps them; as a
+     * safeguard): forgotten, so that a read there is of the new memory. */
     uint64_t at = nv->remote;
     for (size_t i = 0; i < s->nlvars; i++)
         if (v[i].gone && v[i].remote < at + len && at < v[i].remote + v[i].len) {
@@ -594,6 +644,10 @@ qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
             memcpy(buf, src, len);
         return 0;
     }
+    if (lost_var_at(s, addr, len))
+        return qpt_fail(s, QP_EINVAL, "0x%llx: memory qpt_alloc gave that left the process "
+                        "with its values (private, gone with an execve or a dlclose)",
+                        (unsigned long long)addr);
     QP_CHECK(qpt_live_gone(s, 0));
     int rc = dyn_proc_read(s->proc, addr, buf, len);
     if (rc < 0 && qpt_live_gone(s, 1) < 0)
@@ -754,13 +808,15 @@ retire_vars(qpt_space_t *l)
 void
 qpt_live_lib_gone(qpt_space_t *l, int gone_all, const char *why)
 {
+    /* An execve takes every variable, also those an unloaded library (stale already)
+     * kept mapped: no longer the process's to unmap (qpt_live_close). */
+    qpt_live_vars_t *v = l->lvars;
+    for (size_t i = 0; gone_all && i < l->nlvars; i++)
+        v[i].gone = 1;
     if (l->stale)
         return;
     /* (a thread still in a kept trampoline may yet add to them: they stay mapped) */
     int kept = forget_insertions(l, gone_all);
-    qpt_live_vars_t *v = l->lvars;
-    for (size_t i = 0; gone_all && i < l->nlvars; i++)
-        v[i].gone = 1;
     if (!gone_all && !kept)
         retire_vars(l);
     l->stale = 1;
@@ -775,13 +831,11 @@ qpt_live_new_image(qpt_space_t *s, char *why, size_t whylen)
     for (qpt_space_t *l = s->libs; l != NULL; l = l->next_lib)
         qpt_live_lib_gone(l, 1, "gone with the program that ran execve");
     forget_insertions(s, 1);
-    /* Memory we shared keeps its values; private memory went with the process's. */
+    /* Memory we shared keeps its values; private memory went with the process's (its
+     * values with it: qpt_live_read refuses it), its address still never given again. */
     qpt_live_vars_t *v = s->lvars;
-    for (size_t i = 0; i < s->nlvars; i++) {
+    for (size_t i = 0; i < s->nlvars; i++)
         v[i].gone = 1;
-        if (v[i].local == NULL)
-            v[i--] = v[--s->nlvars];
-    }
     for (size_t i = 0; i < s->nnamed; i++)
         free(s->named[i].name);
     s->nnamed = 0;

@@ -677,9 +677,15 @@ build(qpt_space_t *s, qpt_live_set_t **out)
 static int
 install_all(qpt_space_t *s, qpt_live_set_t *l)
 {
+    uint64_t *gone;
+    size_t ngone;
+    QP_CHECK(qpt_live_gone_ranges(s->parent != NULL ? s->parent : s, &gone, &ngone));
+    int rc = dyn_session_set_avoid(l->sess, gone, ngone);
+    free(gone);
+    QP_CHECK(rc);
     errno = 0;
     dyn_session_set_all_or_nothing(l->sess, 1);
-    int rc = dyn_session_install(l->sess);
+    rc = dyn_session_install(l->sess);
     if (rc < 0 && rc == QP_EIO && errno == ESRCH && qpt_live_gone(s, 1) < 0)
         return QP_EEXITED;
     if (rc < 0)

@@ -291,6 +291,15 @@ int qpt_live_free(qpt_space_t *s, uint64_t addr);
 /* Whether an insertion of S that is in the process (1) or not removed (2) reads or
  * writes memory in [LO, HI): the first one's index in *K; 0 when none does. */
 int qpt_live_uses(const qpt_space_t *s, uint64_t lo, uint64_t hi, size_t *k /*OUT*/);
+/*
+ * qpt_live.c: the ranges of the gone variables of the process of TOP (any space of it:
+ * unloaded libraries' included, closed ones too: qpt_live_close hands them to TOP),
+ * pairs (address, length) into *OUT (freed by the caller), *N of them: neither a new
+ * variable nor dyn's trampolines and counters are ever mapped there, so an address
+ * qpt_alloc gave stays unique in the session (a snippet or a reader that still holds it
+ * never meets other memory there). 0, or QP_ENOMEM.
+ */
+int qpt_live_gone_ranges(const qpt_space_t *top, uint64_t **out, size_t *n);
 int qpt_live_set_active(qpt_space_t *s, int on);
 int qpt_live_keep_on_exit(qpt_space_t *s, int keep);
 /* The public calls of a process's life, for a live space (arguments checked by

@@ -399,9 +399,18 @@ on_exec(qml_live_t *l, const char *path)
 static void
 say_if_unguarded(qml_live_t *l)
 {
-    if (l->told_unguarded || qpt_watch_unguarded(l->s) != 1)
+    int how = qpt_watch_unguarded(l->s);
+    if (how <= 0 || (l->told_unguarded & how))
         return;
-    l->told_unguarded = 1;
+    l->told_unguarded |= how;
+    if (how == 2) {
+        qml_warn(l,
+            "%d: the loader's breakpoint cannot tell a forked child from the process but "
+            "by its pid (MADV_WIPEONFORK refused): a child that is process 1 of a new pid "
+            "namespace would wait at its dlopens until dyn ends",
+            l->rep->pid);
+        return;
+    }
     qml_warn(l, /* (not an answer: a --commands front end may not show those) */
         "%d: the loader's breakpoint is a plain int3 here (no room for the guarded jump at "
         "r_brk, or the process could not make the shared page): should dyn be killed "
@@ -434,7 +443,11 @@ qml_follow(qml_live_t *l, double secs)
             say_if_unguarded(l);
             break;
         case QPT_EV_FORK:
-            if (ev.child_counted)
+            if (ev.child_counted < 0)
+                qml_warn(l, "child %d left stopped (the loader's int3 could not be taken "
+                            "out of it): run 'dyn clean %d', then kill -CONT %d",
+                         ev.tid, ev.tid, ev.tid);
+            else if (ev.child_counted)
                 l->forks_counted++;
             else
                 l->forks_apart++;

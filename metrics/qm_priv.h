@@ -335,7 +335,8 @@ typedef struct qml_live {
     size_t nprev;
     /* Following the process (qpt_watch): libraries loaded later, execs, forks. */
     int watching;            /* its events are followed */
-    int told_unguarded;      /* the note that the loader's breakpoint is an int3 was said */
+    int told_unguarded;      /* the notes said of qpt_watch_unguarded: 1 the int3, 2 no
+                              * MADV_WIPEONFORK (bits) */
     qm_row_t *carry;         /* rows of libraries unloaded (dlclose) in this image: added
                               * to the same rows if they are loaded again */
     size_t ncarry;

@@ -19,15 +19,20 @@
 #  (d) no guard: the program refuses memfd_create (seccomp), so dyn falls back to the
 #      int3: dyn says so, once, with what a kill would do; killed, `dyn clean` puts the
 #      loader's r_brk back and the program's dlopen then works;
+#  (d3) the guard with MADV_WIPEONFORK refused (seccomp): dyn says the pid alone tells
+#      a forked child from the process, once;
 #  (d2) the same with --commands: the note still on standard error (not an answer);
 #  (e) dyn clean leaves alone a jump at r_brk that does not lead to a trampoline of
 #      dyn's (one clear line), and closes a descriptor named like a killed dyn's memfd;
 #  (e2) dyn clean aimed at a running dyn (a tracer) closes none of its descriptors;
+#  (e3) nor those of a tracer whose tracing thread is not its first, and says so; nor
+#      one the process maps itself (a mutator's own, its target gone);
 #  (f) a library loaded and unloaded again and again (-c 'libqt.so:lib_sum'): the
 #      process's /memfd:qpt-vars mappings do not grow with the cycles (5, then 15), and
 #      the counts of the unloaded copies are all reported (15 calls);
 #  (g) sessions one after the other reuse the trampoline's page: 3 sessions, one
-#      address; and a thread that returns from its handler into the page while a later
+#      address; (g2) a killed dyn's (SIGKILL) too, once `dyn clean` has retired its
+#      code to rets (the code a new session writes over is never live); and a thread that returns from its handler into the page while a later
 #      session follows is held and let go by that one.
 # Skips (77) without gcc or when ptrace is not allowed. Exit: 0 pass, 1 fail, 99 error.
 set -u
@@ -39,7 +44,7 @@ dyn_setup dyn-hold
 d=$dir
 qp_have gcc || { echo "SKIP: gcc not installed"; exit 77; }
 gcc -O2 -fPIC -shared -o "$d/libqt.so" "$top_srcdir/tests/dynlib/lib.c" || exit 99
-gcc -O1 -o "$d/main" "$top_srcdir/tests/dynhold/main.c" -ldl || exit 99
+gcc -O1 -o "$d/main" "$top_srcdir/tests/dynhold/main.c" -ldl -lpthread || exit 99
 
 # start MODE: the program and a dyn following it; waits for dyn's start and the guard.
 start() {
@@ -144,6 +149,23 @@ grep -q "loader's breakpoint .* put back" "$d/nomemfd.clean" && ok "nomemfd: cle
 touch "$d/go"
 finish nomemfd
 
+# (d3) MADV_WIPEONFORK refused: the guard, the pid alone telling a child; said once
+rm -f "$d/go"
+"$d/main" nowipe "$d" >"$d/nowipe.out" 2>&1 &
+tpid=$!
+wait_lines "$d/nowipe.out" '^ready' 1 20 || bad "nowipe: the program never started"
+"$DYN" attach $tpid -c 'libnope*:f' >"$d/nowipe.dyn" 2>"$d/nowipe.err" &
+dpid=$!
+dyn_wait_for "$d/nowipe.err" "waiting for the libraries"
+expect_eq "nowipe: the missing MADV_WIPEONFORK said, once" \
+    "$(grep -c "cannot tell a forked child from the process but by its pid (MADV_WIPEONFORK refused)" \
+        "$d/nowipe.err")" 1
+expect_eq "nowipe: no int3 said" "$(grep -c "plain int3" "$d/nowipe.err")" 0
+touch "$d/go"
+wait_lines "$d/nowipe.out" '^returned' 1 20 || bad "nowipe: the dlopen did not return"
+stop_dyn
+finish nowipe
+
 # (d2) the same note in --commands mode: on standard error, not among the answers
 rm -f "$d/go"
 "$d/main" nomemfd "$d" >"$d/nmcmd.out" 2>&1 &
@@ -171,6 +193,29 @@ grep -q "1 descriptor a killed dyn left open closed" "$d/leftover.clean" \
     || bad "leftover: clean said: $(cat "$d/leftover.clean")"
 touch "$d/go"
 finish leftover
+
+# (e3) dyn clean aimed at a tracer whose tracing thread is not its first (TracerPid is
+# that thread's id): its own memfd left open, said
+rm -f "$d/go"
+"$d/main" tracer "$d" >"$d/tracer.out" 2>&1 &
+tpid=$!
+wait_lines "$d/tracer.out" '^ready' 1 20 || bad "tracer: the program never started"
+"$DYN" clean $tpid >"$d/tracer.clean" 2>"$d/tracer.cerr"
+grep -q "^dyn: $tpid: a dyn or a tracer (a running mutator): its 1 descriptor named like a killed dyn's memfds left open" \
+    "$d/tracer.cerr" && ok "tracer: its memfd left open, said" \
+    || bad "tracer: clean said: $(cat "$d/tracer.cerr" "$d/tracer.clean")"
+touch "$d/go"
+finish tracer
+rm -f "$d/go"
+"$d/main" ownfd "$d" >"$d/ownfd.out" 2>&1 &
+tpid=$!
+wait_lines "$d/ownfd.out" '^ready' 1 20 || bad "ownfd: the program never started"
+"$DYN" clean $tpid >"$d/ownfd.clean" 2>"$d/ownfd.cerr"
+grep -q "^dyn: $tpid: 1 descriptor named like a killed dyn's memfds, mapped by the process itself, left open" \
+    "$d/ownfd.cerr" && ok "ownfd: a memfd the process maps itself left open, said" \
+    || bad "ownfd: clean said: $(cat "$d/ownfd.cerr" "$d/ownfd.clean")"
+touch "$d/go"
+finish ownfd
 
 # (e2) dyn clean aimed at a running dyn: the memfds it holds are its own, left open
 rm -f "$d/go"
@@ -232,6 +277,21 @@ for i in 1 2 3; do
 done
 expect_eq "tramps: sessions seen" "$(grep -c '^session' "$d/tramps.out")" 3
 expect_eq "tramps: trampoline addresses" "$(grep '^session' "$d/tramps.out" | sort -u | wc -l)" 1
+# (g2) a killed dyn's trampoline: live code until dyn clean retires it (then reused)
+"$DYN" attach $tpid -c 'libnope*:f' >/dev/null 2>"$d/tramps4.err" &
+dpid=$!
+wait_lines "$d/tramps.out" '^session' 4 10 || bad "tramps: session 4 not seen"
+kill -9 $dpid
+wait $dpid 2>/dev/null
+dpid=
+"$DYN" clean $tpid >"$d/tramps.clean" 2>&1
+wait_lines "$d/tramps.out" '^out' 4 10 || bad "tramps: r_brk not put back by dyn clean"
+expect_eq "tramps: the trampolines retired (sessions ended, dyn clean)" \
+    "$(grep -c '^out rets' "$d/tramps.out")" 4
+"$DYN" attach $tpid -c 'libnope*:f' --duration 0.5 >/dev/null 2>"$d/tramps5.err"
+wait_lines "$d/tramps.out" '^session' 5 10 || bad "tramps: session 5 not seen"
+expect_eq "tramps: the killed dyn's page reused once retired" \
+    "$(grep '^session' "$d/tramps.out" | sort -u | wc -l)" 1
 touch "$d/go"
 finish tramps
 start after

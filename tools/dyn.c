@@ -267,6 +267,16 @@ print_clean(int pid, const qpt_clean_report_t *r)
         fprintf(stderr,
             "%s: %d: %u trampoline memor%s of a dyn still running left alone\n",
             dyn_prog_name, pid, r->busy, r->busy == 1 ? "y" : "ies");
+    if (r->tracer_fds > 0)
+        fprintf(stderr,
+            "%s: %d: a dyn or a tracer (a running mutator): its %u descriptor%s named like "
+            "a killed dyn's memfds left open (its own)\n",
+            dyn_prog_name, pid, r->tracer_fds, r->tracer_fds == 1 ? "" : "s");
+    if (r->mapped_fds > 0)
+        fprintf(stderr,
+            "%s: %d: %u descriptor%s named like a killed dyn's memfds, mapped by the process "
+            "itself, left open (a mutator's own)\n",
+            dyn_prog_name, pid, r->mapped_fds, r->mapped_fds == 1 ? "" : "s");
     if (r->regions == 0 && r->breaks > 0) {
         printf("%s: %d: the loader's breakpoint (libraries loaded later) put back%s\n",
             dyn_prog_name, pid, stub);

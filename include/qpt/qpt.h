@@ -104,6 +104,11 @@ typedef struct qpt_clean_report {
                         * their opening and closing in the process) */
     uint64_t foreign_brk; /* the loader's r_brk jumps here, to code that is not a
                         * trampoline of dyn's: left alone (0: no such jump) */
+    unsigned tracer_fds; /* descriptors named like a killed dyn's memfds, left open: the
+                        * process is a dyn or traces another (a running mutator: they
+                        * are its own) */
+    unsigned mapped_fds; /* ... the process maps them itself (a mutator's own, whose
+                        * target is gone; or a killed dyn's, which then stays open) */
 } qpt_clean_report_t;
 
 /*
@@ -140,7 +145,9 @@ int qpt_keep_on_exit(qpt_space_t *s, int keep);
  * procedures, points, symbols, memory (qpt_alloc: near its code) and insertions, at
  * run-time addresses. It shares S's process and belongs to S: qpt_commit(S) commits
  * it too (not once unloaded or gone with an exec), qpt_read_memory(S) reads its
- * variables (those of an unloaded library through its own space: see qpt_alloc), qpt_close(S) closes it (closing it alone takes its snippets out); stop
+ * variables (an unloaded library's too: see qpt_alloc), qpt_close(S) closes it (closing
+ * it alone takes its snippets out; its variables that another space's snippets use stay
+ * mapped, S's from then on, and an unloaded one's stay S's to read); stop
  * and run the process through S. The same MODULE (or the same library) again gives the
  * same space. A process started by qpt_spawn that
  * has not run yet is first let run to its entry point (the dynamic loader then has
@@ -414,9 +421,11 @@ int qpt_edge_point(qpt_space_t *s, uint32_t proc, const qpt_edge_t *e, qpt_point
  * address given is never given again while S (the process's top space) is open, not
  * even after the memory left the process (an execve, its library's dlclose): a snippet
  * that still uses such an address is refused (QPT_EINVAL), and a reloaded library gets
- * variables of its own. The last values of an unloaded library's variables stay
- * readable through that library's space (kept open; the program's space reads them
- * too, as long as the process maps nothing there).
+ * variables of its own (nor are dyn's own trampolines and counters mapped there). The
+ * last values of an unloaded library's variables stay readable through that library's
+ * space and through the program's space, also once the library's space is closed: our
+ * copy, whatever the process itself may have mapped at that address since (memory the
+ * process could not share with us left with its values: reading it fails, QPT_EINVAL).
  */
 int qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr /*OUT*/);
 
@@ -806,7 +815,11 @@ typedef struct qpt_event {
     int child_counted;   /* FORK: 1 when the child runs the parent's snippets, which add
                           * to the same qpt_alloc'ed memory; 0 when they were taken out
                           * of it (that memory was private: the child's counts would
-                          * be lost) */
+                          * be lost); -1 when it was let go stopped (SIGSTOP) because
+                          * the loader's int3 (qpt_watch_unguarded) could not be taken
+                          * out of its copy: its user runs `dyn clean TID`, then
+                          * kill -CONT TID (reported even without QPT_EV_FORK in the
+                          * mask) */
     uint64_t base;       /* LIBRARY_*: the lowest address of its mappings */
     char name[512];      /* LIBRARY_*: the library's base name; EXEC: the new program */
 } qpt_event_t;
@@ -836,6 +849,10 @@ int qpt_watch(qpt_space_t *s, unsigned mask);
  * r_brk has no room for the jump, or the process could not make the shared page. That
  * int3 outlives a mutator killed by SIGKILL: the process then dies (SIGTRAP) at its next
  * dlopen or dlclose unless `dyn clean PID` runs first, so a mutator tells its user.
+ * 2 when it is the guarded jump but the process refused MADV_WIPEONFORK (a kernel before
+ * 4.14): a forked child is then told from the process by its pid alone, so one that is
+ * process 1 of a new pid namespace, forked by a process 1 of its own, would wait in the
+ * breakpoint until the mutator ends (also worth telling).
  * 0 otherwise (the guarded jump, which a killed mutator leaves harmless; no breakpoint;
  * a file); QPT_EINVAL for NULL. Ask after qpt_watch and after each QPT_EV_EXEC (the new
  * program gets its own breakpoint).

@@ -20,6 +20,8 @@
  *   main nomemfd DIR  memfd_create refused (a seccomp filter: EPERM), so that dyn
  *                   cannot make its guard's shared page and falls back to the int3;
  *                   prints "ready" and waits for DIR/go, then dlopens libm.so.6.
+ *   main nowipe DIR  the same with madvise(MADV_WIPEONFORK) refused: dyn keeps the
+ *                   guard (a forked copy told by the pid alone) and says so.
  *   main leftover DIR  a jump of its own at r_brk (not to a dyn trampoline) and an open
  *                   memfd named qpt-brk, as a killed dyn's; prints "ready", waits for
  *                   DIR/go (after `dyn clean`), and returns when the jump was left
@@ -27,8 +29,14 @@
  *   main cycles DIR LIB  prints "ready"; for each line N on its input dlopens LIB,
  *                   calls its lib_sum(100) and dlcloses it, N times, then prints
  *                   "done N"; exits 0 at the end of its input.
+ *   main tracer DIR  a memfd named qpt-vars, its own, open and mapped, and a thread (not
+ *                   the first) tracing a child; prints "ready", waits for DIR/go, and
+ *                   returns when the descriptor is still open.
+ *   main ownfd DIR   the same without the tracing thread.
  *   main tramps DIR  prints "ready", then "session ADDR" each time dyn's jump appears at
- *                   r_brk (ADDR: the trampoline), until DIR/go exists.
+ *                   r_brk (ADDR: the trampoline), and "out rets" (or "out code") each
+ *                   time it goes again, whether the trampoline's code is then all
+ *                   rets (retired), until DIR/go exists.
  * Each prints "returned" and exits 0 when the call came back. Without dyn's jump
  * within 20 s: "no guard", exit 2.
  */
@@ -47,7 +55,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -87,19 +97,73 @@ on_sigill(int sig, siginfo_t *si, void *ctx)
         nap_ms(10);
 }
 
-/* memfd_create fails with EPERM from now on, in every thread (the others allowed). */
+/* System call NR fails with EPERM from now on, in every thread (the others allowed);
+ * only when its third argument is ARG2 (its low 32 bits), unless ARG2 is -1. */
 static int
-no_memfd(void)
+refuse(unsigned nr, long arg2)
 {
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_memfd_create, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)arg2, 0, arg2 == -1 ? 0 : 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
         || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0;
+}
+
+/* The `tracer` mode (see the top): a thread, not the first, traces child ARG. */
+static void *
+tracer_thread(void *arg)
+{
+    pid_t c = (pid_t)(intptr_t)arg;
+    char go[4096];
+    if (ptrace(PTRACE_SEIZE, c, NULL, NULL) != 0)
+        return (void *)1;
+    printf("ready\n");
+    fflush(stdout);
+    snprintf(go, sizeof(go), "%s/go", dir);
+    while (access(go, F_OK) != 0)
+        nap_ms(10);
+    ptrace(PTRACE_DETACH, c, NULL, NULL);
+    return NULL;
+}
+
+/* The `tracer` mode, or with TRACING 0 the `ownfd` one; its exit status. */
+static int
+tracer(int tracing)
+{
+    pid_t c = fork();
+    if (c == 0) {
+        for (;;)
+            pause();
+    }
+    /* (after the fork: the child holds none of it) */
+    int fd = (int)syscall(SYS_memfd_create, "qpt-vars", 0);
+    void *m = fd >= 0 && ftruncate(fd, 4096) == 0
+        ? mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    pthread_t t;
+    void *r = (void *)1;
+    if (m != MAP_FAILED && !tracing) {
+        char go[4096];
+        printf("ready\n");
+        fflush(stdout);
+        snprintf(go, sizeof(go), "%s/go", dir);
+        while (access(go, F_OK) != 0)
+            nap_ms(10);
+        r = NULL;
+    } else if (m != MAP_FAILED
+               && pthread_create(&t, NULL, tracer_thread, (void *)(intptr_t)c) == 0)
+        pthread_join(t, &r);
+    kill(c, SIGKILL);
+    waitpid(c, NULL, 0);
+    if (r != NULL || fcntl(fd, F_GETFD) < 0) /* (closed under it: harmed) */
+        return 1;
+    printf("returned\n");
+    return 0;
 }
 
 /* The `leftover` mode (see the top); its exit status. */
@@ -167,12 +231,21 @@ sessions(void)
     printf("ready\n");
     fflush(stdout);
     snprintf(go, sizeof(go), "%s/go", dir);
+    uint64_t was = 0;
     while (b != NULL && access(go, F_OK) != 0) {
         if (b[0] == 0xe9 && !in) {
             int32_t rel;
             memcpy(&rel, (const void *)(b + 1), 4);
-            printf("session %#llx\n",
-                (unsigned long long)((uintptr_t)b + 5 + (uint64_t)(int64_t)rel));
+            was = (uint64_t)(uintptr_t)b + 5 + (uint64_t)(int64_t)rel;
+            printf("session %#llx\n", (unsigned long long)was);
+            fflush(stdout);
+        }
+        if (b[0] != 0xe9 && in) { /* r_brk put back: the trampoline's code retired? */
+            const volatile uint8_t *t = (const uint8_t *)(uintptr_t)was;
+            int rets = 1;
+            for (int i = 0; i < 88; i++) /* (TS_OFF) */
+                rets &= t[i] == 0xc3;
+            printf("out %s\n", rets ? "rets" : "code");
             fflush(stdout);
         }
         in = b[0] == 0xe9;
@@ -215,9 +288,12 @@ main(int argc, char **argv)
         return leftover();
     if (strcmp(argv[1], "tramps") == 0)
         return sessions();
-    if (strcmp(argv[1], "nomemfd") == 0) {
+    if (strcmp(argv[1], "tracer") == 0 || strcmp(argv[1], "ownfd") == 0)
+        return tracer(argv[1][0] == 't');
+    if (strcmp(argv[1], "nomemfd") == 0 || strcmp(argv[1], "nowipe") == 0) {
         char go[4096];
-        if (no_memfd() != 0)
+        if (argv[1][2] == 'm' ? refuse(SYS_memfd_create, -1) != 0
+                              : refuse(SYS_madvise, 18 /* MADV_WIPEONFORK */) != 0)
             return 1;
         printf("ready\n");
         fflush(stdout);

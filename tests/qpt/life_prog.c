@@ -90,6 +90,20 @@ main(int argc, char **argv)
             work(i);
         return 0;
     }
+    if (strcmp(what, "dlexec") == 0 && argc > 3) { /* dlopen, dlclose, then exec */
+        void *h = dlopen(argv[3], RTLD_NOW);
+        long (*f)(long) = h != NULL ? (long (*)(long))dlsym(h, "lib_work") : NULL;
+        if (f == NULL)
+            return 1;
+        for (long i = 1; i <= n; i++)
+            f(i);
+        dlclose(h);
+        for (long i = 1; i <= n; i++)
+            work(i);
+        char *args[] = { argv[0], "loop", argv[2], NULL };
+        execv("/proc/self/exe", args);
+        return 1;
+    }
     if (strcmp(what, "loop") == 0) {
         for (long i = 1; i <= n; i++)
             work(i);
