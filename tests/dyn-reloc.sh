@@ -68,11 +68,11 @@ rm -f "$dir/stop"
 "$P" wait "$dir/stop" >"$dir/wait2.out" &
 tpid=$!
 sleep 0.3
-_maps=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
+_maps=$(maps_of $tpid)
 for _k in 1 2 3; do
     "$DYN" attach $tpid -e 'time wall(spin)' --duration 0.3 >"$dir/e-att.out" 2>"$dir/e-att.err" ||
         bad "(b2) attach: $(cat "$dir/e-att.err")"
-    [ "$_maps" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
+    [ "$_maps" = "$(maps_of $tpid)" ] ||
         { bad "(b2) -e 'time wall(spin)': mappings left after detach $_k"; break; }
 done
 touch "$dir/stop"

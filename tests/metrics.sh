@@ -410,7 +410,7 @@ kill_many_test() {
         left=0
         for t in $t1 $t2; do
             awk '/^TracerPid:/ { exit $2 == 0 }' /proc/$t/status && left=$((left + 1))
-            [ "$(grep -c 'r-xp 00000000 00:00 0 *$' /proc/$t/maps)" = 0 ] || left=$((left + 1))
+            [ "$(maps_of $t | grep -c ' r-xp $')" = 0 ] || left=$((left + 1))
         done
         [ $left = 0 ] && break
         sleep 0.1
