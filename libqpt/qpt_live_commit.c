@@ -837,11 +837,19 @@ qpt_live_free(qpt_space_t *s, uint64_t addr)
                         (unsigned long long)addr);
     if (!dyn_proc_is_stopped(s->proc))
         return qpt_live_must_be_stopped(s);
+    /* An insertion of any space of the process may use it (a library's snippet a
+     * variable of the program's, or the reverse; a closed library's variables are the
+     * program's space's now): unmapped under it, the process would fault. */
     size_t k;
-    int use = qpt_live_uses(s, addr, addr + v[i].len, &k);
+    int use = 0;
+    const qpt_space_t *top = s->parent != NULL ? s->parent : s, *x;
+    for (x = top; x != NULL && use == 0; x = x == top ? top->libs : x->next_lib)
+        if ((use = qpt_live_uses(x, addr, addr + v[i].len, &k)) != 0)
+            break;
     if (use != 0)
-        return qpt_fail(s, QP_EINVAL, "0x%llx: insertion %zu uses it (%s): remove it and "
+        return qpt_fail(s, QP_EINVAL, "0x%llx: insertion %zu%s uses it (%s): remove it and "
                         "commit first", (unsigned long long)addr, k,
+                        x != s ? " of another space" : "",
                         use == 1 ? "in the process" : "to be committed");
     /* (memory gone with an execve or a dlclose is no longer the process's to unmap) */
     int rc = v[i].gone ? 0 : dyn_space_free(s->proc, v[i].remote, v[i].len);

@@ -765,6 +765,68 @@ START_TEST(test_life_fork_child_left_stopped)
 END_TEST
 #endif
 
+#ifdef ENABLE_DYNAMIC_TESTS
+/* qpt_free of a variable another space's snippet uses is refused, whichever space
+ * frees it. MODE 0: through the library's own space (libc's snippet adds to liblife's
+ * counter); 1: through the program's space, after the library's space is closed (its
+ * variables handed over). Before, both unmapped it and the process died (SIGSEGV) at
+ * its execv. */
+static void
+free_in_use(int mode)
+{
+    char lib[PATH_MAX], why[512];
+    ck_assert_ptr_nonnull(realpath(LIB, lib));
+    qpt_space_t *s = spawn("dlexec", "4", lib), *l = NULL, *libc = NULL;
+    ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_LIBRARY_LOAD) | QPT_EV_BIT(QPT_EV_EXEC)),
+                     0);
+    qpt_event_t ev;
+    uint64_t ctr = 0;
+    uint32_t proc;
+    qpt_point_t pt;
+    size_t n;
+    int frc = 0;
+    for (;;) {
+        next(s, &ev);
+        if (ev.kind == QPT_EV_EXEC || ev.kind == QPT_EV_EXIT)
+            break;
+        if (ev.kind != QPT_EV_LIBRARY_LOAD || strcmp(ev.name, "liblife.so") != 0 || l != NULL)
+            continue;
+        ck_assert_msg(qpt_library(s, ev.name, &l, why, sizeof(why)) == 0, "%s", why);
+        ck_assert_int_eq(qpt_alloc(l, 8, &ctr), 0);
+        ck_assert_msg(qpt_library(s, "libc.so.6", &libc, why, sizeof(why)) == 0, "%s", why);
+        ck_assert_int_eq(qpt_proc_find(libc, "execv", &proc), 0);
+        ck_assert_int_eq(qpt_points(libc, proc, QPT_ENTRY, &pt, 1, &n), 0);
+        qpt_snippet_t *sn = qpt_snippet_create();
+        ck_assert_int_eq(
+            qpt_insert(libc, &pt, sn, qpt_add_to(sn, ctr, qpt_const(sn, 1), 1), NULL), 0);
+        qpt_snippet_destroy(sn);
+        ck_assert_msg(qpt_commit(libc) == 0, "%s", qpt_error(libc));
+        if (mode == 0)
+            frc = qpt_free(l, ctr);
+        else {
+            qpt_close(l);
+            frc = qpt_free(s, ctr);
+        }
+    }
+    ck_assert_msg(frc != 0, "mode %d: qpt_free of a variable in use was not refused", mode);
+    ck_assert_msg(ev.kind == QPT_EV_EXEC, "mode %d: the process ended (status %d)", mode,
+                  ev.status);
+    qpt_close(s);
+}
+
+START_TEST(test_life_free_in_use_lib)
+{
+    free_in_use(0);
+}
+END_TEST
+
+START_TEST(test_life_free_in_use_top)
+{
+    free_in_use(1);
+}
+END_TEST
+#endif
+
 static Suite *
 life_suite(void)
 {
@@ -791,6 +853,8 @@ life_suite(void)
     tcase_add_test(tc, test_life_reload_closed_library);
     tcase_add_test(tc, test_life_exec_after_unload_kept);
     tcase_add_test(tc, test_life_close_library_in_use);
+    tcase_add_test(tc, test_life_free_in_use_lib);
+    tcase_add_test(tc, test_life_free_in_use_top);
     tcase_add_test(tc, test_life_fork_child_left_stopped);
     suite_add_tcase(s, tc);
 #endif
