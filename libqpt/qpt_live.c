@@ -815,10 +815,14 @@ qpt_live_lib_gone(qpt_space_t *l, int gone_all, const char *why)
         v[i].gone = 1;
     if (l->stale)
         return;
-    /* (a thread still in a kept trampoline may yet add to them: they stay mapped) */
+    /* A thread still in a kept trampoline may yet add to them: they stay mapped as long
+     * as the process lives, marked gone so that no close unmaps them (nor gives their
+     * addresses again, nor lets a snippet use them). */
     int kept = forget_insertions(l, gone_all);
     if (!gone_all && !kept)
         retire_vars(l);
+    for (size_t i = 0; kept && i < l->nlvars; i++)
+        v[i].gone = 1;
     l->stale = 1;
     snprintf(l->err, sizeof(l->err), "%s: %s", l->lib_name, why);
 }
