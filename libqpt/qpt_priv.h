@@ -295,7 +295,8 @@ int qpt_live_uses(const qpt_space_t *s, uint64_t lo, uint64_t hi, size_t *k /*OU
  * qpt_live.c: the ranges of the gone variables of the process of TOP (any space of it:
  * unloaded libraries' included, closed ones too: qpt_live_close hands them to TOP),
  * pairs (address, length) into *OUT (freed by the caller), *N of them: neither a new
- * variable nor dyn's trampolines and counters are ever mapped there, so an address
+ * variable nor dyn's trampolines and counters are ever mapped there (the loader guard's
+ * pages and map_shared's scratch page are made without them), so an address
  * qpt_alloc gave stays unique in the session (a snippet or a reader that still holds it
  * never meets other memory there). 0, or QP_ENOMEM.
  */

@@ -421,7 +421,8 @@ int qpt_edge_point(qpt_space_t *s, uint32_t proc, const qpt_edge_t *e, qpt_point
  * address given is never given again while S (the process's top space) is open, not
  * even after the memory left the process (an execve, its library's dlclose): a snippet
  * that still uses such an address is refused (QPT_EINVAL), and a reloaded library gets
- * variables of its own (nor are dyn's own trampolines and counters mapped there). The
+ * variables of its own (nor are the trampolines and counters of later commits mapped
+ * there; the loader guard's pages, made again after an execve, do not look). The
  * last values of an unloaded library's variables stay readable through that library's
  * space and through the program's space, also once the library's space is closed: our
  * copy, whatever the process itself may have mapped at that address since (memory the
