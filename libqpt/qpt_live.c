@@ -488,8 +488,15 @@ keep_vars(qpt_space_t *s)
     if (k == 0)
         return;
     qpt_live_vars_t *v = realloc(top->lvars, (top->nlvars + k) * sizeof(*v));
-    if (v == NULL)
-        return; /* (freed with S: those addresses may be given again) */
+    if (v == NULL) {
+        /* Without memory to hand them over they are left mapped (marked gone: S's close
+         * does not unmap them under a snippet that uses them); their addresses may then
+         * be given again. */
+        for (size_t i = 0; i < s->nlvars; i++)
+            if (outlives(s, &s->lvars[i]))
+                s->lvars[i].gone = 1;
+        return;
+    }
     top->lvars = v;
     for (size_t i = 0; i < s->nlvars; i++)
         if (outlives(s, &s->lvars[i])) {
