@@ -64,7 +64,13 @@ on_event(qpt_space_t *s, const qpt_event_t *ev, void *arg)
     switch (ev->kind) {
     case QPT_EV_THREAD_START: printf("libcount: thread %d started\n", ev->tid); break;
     case QPT_EV_THREAD_EXIT: printf("libcount: thread %d ended\n", ev->tid); break;
-    case QPT_EV_FORK: printf("libcount: forked child %d\n", ev->tid); break;
+    case QPT_EV_FORK:
+        if (ev->child_counted < 0) /* its loader breakpoint could not be taken out */
+            printf("libcount: child %d left stopped: run 'dyn clean %d', then kill -CONT %d\n",
+                   ev->tid, ev->tid, ev->tid);
+        else
+            printf("libcount: forked child %d\n", ev->tid);
+        break;
     case QPT_EV_EXEC: /* S is the new program: count in it too */
         printf("libcount: exec %s\n", ev->name);
         instrument(s, "exe");
