@@ -519,6 +519,26 @@ START_TEST(test_life_reload_closed_library)
 }
 END_TEST
 
+/* libc's execv entry made to add 1 to CTR (a variable of another space of S's process),
+ * committed. */
+static void
+add_at_execv(qpt_space_t *s, uint64_t ctr)
+{
+    char why[512];
+    qpt_space_t *libc = NULL;
+    uint32_t proc;
+    qpt_point_t pt;
+    size_t n;
+    ck_assert_msg(qpt_library(s, "libc.so.6", &libc, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qpt_proc_find(libc, "execv", &proc), 0);
+    ck_assert_int_eq(qpt_points(libc, proc, QPT_ENTRY, &pt, 1, &n), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    ck_assert_int_eq(qpt_insert(libc, &pt, sn, qpt_add_to(sn, ctr, qpt_const(sn, 1), 1), NULL),
+                     0);
+    qpt_snippet_destroy(sn);
+    ck_assert_msg(qpt_commit(libc) == 0, "%s", qpt_error(libc));
+}
+
 /* A library's variable that a snippet of another library uses outlives its dlclose
  * (kept mapped); an execve then takes it: a snippet of the new program that uses it is refused,
  * its last value still read (review of dynfix: the unloaded library's variables were
@@ -528,7 +548,7 @@ exec_after_unload_kept(int close_early)
 {
     char lib[PATH_MAX], why[512];
     ck_assert_ptr_nonnull(realpath(LIB, lib));
-    qpt_space_t *s = spawn("dlexec", "4", lib), *l = NULL, *libc = NULL;
+    qpt_space_t *s = spawn("dlexec", "4", lib), *l = NULL;
     ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_LIBRARY_LOAD) | QPT_EV_BIT(QPT_EV_EXEC)),
                      0);
     qpt_event_t ev;
@@ -547,14 +567,7 @@ exec_after_unload_kept(int close_early)
         ctr = count_calls(l, "lib_work");
         /* libc's execv adds to the library's counter too (in reach: libraries are
          * mapped together): it stays mapped at the dlclose */
-        ck_assert_msg(qpt_library(s, "libc.so.6", &libc, why, sizeof(why)) == 0, "%s", why);
-        ck_assert_int_eq(qpt_proc_find(libc, "execv", &proc), 0);
-        ck_assert_int_eq(qpt_points(libc, proc, QPT_ENTRY, &pt, 1, &n), 0);
-        qpt_snippet_t *sn = qpt_snippet_create();
-        ck_assert_int_eq(
-            qpt_insert(libc, &pt, sn, qpt_add_to(sn, ctr, qpt_const(sn, 1), 1), NULL), 0);
-        qpt_snippet_destroy(sn);
-        ck_assert_msg(qpt_commit(libc) == 0, "%s", qpt_error(libc));
+        add_at_execv(s, ctr);
         if (close_early) { /* loaded still: libc's snippet keeps adding to it */
             qpt_close(l);
             l = NULL;
@@ -776,14 +789,11 @@ free_in_use(int mode)
 {
     char lib[PATH_MAX], why[512];
     ck_assert_ptr_nonnull(realpath(LIB, lib));
-    qpt_space_t *s = spawn("dlexec", "4", lib), *l = NULL, *libc = NULL;
+    qpt_space_t *s = spawn("dlexec", "4", lib), *l = NULL;
     ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_LIBRARY_LOAD) | QPT_EV_BIT(QPT_EV_EXEC)),
                      0);
     qpt_event_t ev;
     uint64_t ctr = 0;
-    uint32_t proc;
-    qpt_point_t pt;
-    size_t n;
     int frc = 0;
     for (;;) {
         next(s, &ev);
@@ -793,14 +803,7 @@ free_in_use(int mode)
             continue;
         ck_assert_msg(qpt_library(s, ev.name, &l, why, sizeof(why)) == 0, "%s", why);
         ck_assert_int_eq(qpt_alloc(l, 8, &ctr), 0);
-        ck_assert_msg(qpt_library(s, "libc.so.6", &libc, why, sizeof(why)) == 0, "%s", why);
-        ck_assert_int_eq(qpt_proc_find(libc, "execv", &proc), 0);
-        ck_assert_int_eq(qpt_points(libc, proc, QPT_ENTRY, &pt, 1, &n), 0);
-        qpt_snippet_t *sn = qpt_snippet_create();
-        ck_assert_int_eq(
-            qpt_insert(libc, &pt, sn, qpt_add_to(sn, ctr, qpt_const(sn, 1), 1), NULL), 0);
-        qpt_snippet_destroy(sn);
-        ck_assert_msg(qpt_commit(libc) == 0, "%s", qpt_error(libc));
+        add_at_execv(s, ctr);
         if (mode == 0)
             frc = qpt_free(l, ctr);
         else {
