@@ -546,11 +546,11 @@ thread_ids(uint32_t pid, long **tids, size_t *n)
     return 0;
 }
 
-/* Does a line of /proc/OTHER/FILE match: with FILE "status", "TracerPid: T" for T one
- * of the NT thread ids TIDS (a thread of theirs traces OTHER); with "maps", a mapping
- * of the memfd of inode INO? */
+/* The first line of /proc/OTHER/FILE that MATCH(line, ARG) answers 1 for: 1, else 0
+ * (also when the file cannot be read). */
 static int
-proc_file_says(long other, const char *file, const long *tids, size_t nt, uint64_t ino)
+proc_line(long other, const char *file, int (*match)(const char *line, const void *arg),
+          const void *arg)
 {
     char path[64], line[512];
     FILE *f;
@@ -559,19 +559,40 @@ proc_file_says(long other, const char *file, const long *tids, size_t nt, uint64
     snprintf(path, sizeof(path), "/proc/%ld/%s", other, file);
     if ((f = fopen(path, "r")) == NULL)
         return 0;
-    while (!yes && fgets(line, sizeof(line), f) != NULL) {
-        unsigned long long n;
-        int name = 0;
-        if (strcmp(file, "status") == 0) {
-            if (sscanf(line, "TracerPid: %llu", &n) == 1)
-                for (size_t i = 0; i < nt && !yes; i++)
-                    yes = n != 0 && n == (unsigned long long)tids[i];
-        } else
-            yes = sscanf(line, "%*s %*s %*s %*s %llu %n", &n, &name) == 1 && n == ino
-                && name > 0 && strncmp(line + name, "/memfd:", 7) == 0;
-    }
+    while (!yes && fgets(line, sizeof(line), f) != NULL)
+        yes = match(line, arg);
     fclose(f);
     return yes;
+}
+
+/* The thread ids of a process, for traced_by. */
+typedef struct {
+    const long *v;
+    size_t n;
+} tids_t;
+
+/* A status line "TracerPid: T" with T one of the thread ids ARG (a tids_t). */
+static int
+traced_by(const char *line, const void *arg)
+{
+    const tids_t *t = arg;
+    unsigned long long n;
+    if (sscanf(line, "TracerPid: %llu", &n) != 1 || n == 0)
+        return 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (n == (unsigned long long)t->v[i])
+            return 1;
+    return 0;
+}
+
+/* A maps line of a mapping of the memfd whose inode is *ARG (a uint64_t). */
+static int
+maps_memfd(const char *line, const void *arg)
+{
+    unsigned long long n;
+    int name = 0;
+    return sscanf(line, "%*s %*s %*s %*s %llu %n", &n, &name) == 1
+        && n == *(const uint64_t *)arg && name > 0 && strncmp(line + name, "/memfd:", 7) == 0;
 }
 
 /* Has a descriptor of process OTHER the file of WHAT (a struct stat) open? */
@@ -624,11 +645,11 @@ others_hold(uint32_t pid, const struct stat *what)
         long other = strtol(e->d_name, &end, 10);
         if (*end != '\0' || other <= 0 || other == (long)pid || other == (long)getpid())
             continue;
+        uint64_t ino = what != NULL ? (uint64_t)what->st_ino : 0;
         if (what == NULL)
-            yes = proc_file_says(other, "status", tids, nt, 0);
+            yes = proc_line(other, "status", traced_by, &(tids_t) { tids, nt });
         else
-            yes = fd_open_in(other, what)
-                || proc_file_says(other, "maps", NULL, 0, (uint64_t)what->st_ino);
+            yes = fd_open_in(other, what) || proc_line(other, "maps", maps_memfd, &ino);
     }
     closedir(d);
     free(tids);
@@ -681,7 +702,7 @@ close_memfds(dyn_proc_t *p, dyn_clean_report_t *out)
                 tracer = named_dyn(pid) || others_hold(pid, NULL);
             if (tracer)
                 out->tracer_fds++;
-            else if (proc_file_says(pid, "maps", NULL, 0, (uint64_t)st.st_ino))
+            else if (proc_line(pid, "maps", maps_memfd, &(uint64_t) { (uint64_t)st.st_ino }))
                 out->mapped_fds++;
             else if (!others_hold(pid, &st) && dyn_proc_syscall(p, SYS_close, a, &r) == 0
                      && r == 0)
