@@ -193,16 +193,16 @@ int qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen);
  * The on-disk bytes of D (QP_FORMAT_VERSION, qp_format.h): the header (magic, version,
  * body_size and id filled in here, other fields from D->hdr), then the LZMA2 streams of
  * its index (procedures, key call sites, chunk table, strings) and chunks (blocks,
- * edges, the other call sites). D is validated first (QP_EINVAL when it breaks a rule: call
- * qp_desc_validate to learn which). On success *BUF (malloc'd, the caller frees it)
+ * edges, the other call sites). D is validated first (QP_EINVAL when it breaks a rule:
+ * call qp_desc_validate to learn which). On success *BUF (malloc'd, the caller frees it)
  * holds *LEN bytes and ((qp_desc_hdr_t *)*BUF)->id is the id the runtime must write into
  * its profiles. QP_ENOMEM on failure, QP_ERANGE when the body would pass 4 GiB.
  */
 int qp_desc_serialize(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
 
 /* qp_desc_serialize with the chunks (versions 6 to 8; 8: the index's parts too)
- * compressed on up to THREADS threads (qp_pool.h; 0 or 1: on the caller's alone): the bytes are the same for any
- * THREADS. */
+ * compressed on up to THREADS threads (qp_pool.h; 0 or 1: on the caller's alone): the
+ * bytes are the same for any THREADS. */
 int qp_desc_serialize_threads(const qp_desc_t *d, unsigned threads, uint8_t **buf /*OUT*/,
                               size_t *len /*OUT*/);
 

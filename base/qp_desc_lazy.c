@@ -747,7 +747,7 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
     uint32_t ncalls;
     const qp_desc_call_t *calls = calls_in_memory(d, &ncalls);
     for (uint32_t i = d->hdr.version >= QP_FORMAT_V7 ? d->keys->first[proc]
-                                                         : qp_desc_first_call(d, proc);
+                                                     : qp_desc_first_call(d, proc);
          i < ncalls && calls[i].block - p->block < p->nblocks; i++)
         if (qp_call_is_tail(&calls[i]) && calls[i].edge - p->edge >= p->nedges)
             return need_chunk(d, c);
@@ -1193,10 +1193,9 @@ parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
     struct qp_desc_lazy *lz = calloc(1, sizeof(*lz));
     lzma_stream z = LZMA_STREAM_INIT;
     size_t win = h->body_size < WINDOW ? h->body_size + 1 : WINDOW;
-    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, first->raw, LZMA_OK,
-                 parts, nparts, 0, (uint64_t)h->body_size - first->raw, buf };
-    if (lz == NULL || b.win == NULL
-        || desc_unpack_init(&z, first->raw, h->version) < 0) {
+    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, first->raw, LZMA_OK, parts, nparts,
+        0, (uint64_t)h->body_size - first->raw, buf };
+    if (lz == NULL || b.win == NULL || desc_unpack_init(&z, first->raw, h->version) < 0) {
         free(lz);
         free(b.win);
         free(parts);
@@ -1223,7 +1222,8 @@ parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
         rrc = validate_index(out, lz, len - iend, rwhy, sizeof(rwhy));
         if (rrc == 0
             && (h->version >= QP_FORMAT_V7 ? desc_keys_index_procs(out, out->keys)
-                                                : index_first_calls(out, lz)) < 0) {
+                                           : index_first_calls(out, lz))
+                < 0) {
             qp_why(rwhy, sizeof(rwhy), "%s", qp_strerror(QP_ENOMEM));
             rrc = QP_ENOMEM;
         }

@@ -254,8 +254,8 @@ desc_unpack_init(lzma_stream *z, uint64_t n, uint32_t version);
 uint64_t
 desc_rest(const rbuf_t *r);
 int
-desc_get_parts(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, desc_part_t **parts,
-    uint32_t *nparts, char *why, size_t whylen);
+desc_get_parts(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h,
+    desc_part_t **parts, uint32_t *nparts, char *why, size_t whylen);
 int
 desc_parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
     size_t *end, char *why, size_t whylen);

@@ -42,7 +42,8 @@ next_part(rbuf_t *r)
     r->part++;
     r->later -= p->raw;
     r->left = p->raw;
-    r->zret = desc_unpack_init(r->z, p->raw, QP_FORMAT_VERSION) < 0 ? LZMA_MEM_ERROR : LZMA_OK;
+    r->zret = desc_unpack_init(r->z, p->raw, QP_FORMAT_VERSION) < 0 ? LZMA_MEM_ERROR
+                                                                    : LZMA_OK;
     r->z->next_in = r->buf + p->zoff;
     r->z->avail_in = p->z;
 }
@@ -378,12 +379,14 @@ desc_finish_stream(
             lr = LZMA_DATA_ERROR; /* bytes of the last part left unread */
     }
     if (lr != LZMA_STREAM_END || early || b->left != 0 || b->later != 0) {
-        qp_why(why, whylen, "description corrupted or truncated (its body does not "
-               "decompress to the %u bytes its header says: %s)", h->body_size,
-               early ? "fewer"
-               : lr == LZMA_MEM_ERROR ? "out of memory"
-               : lr == LZMA_BUF_ERROR ? "more, or the stream ends early"
-                                      : "bad stream");
+        qp_why(why, whylen,
+            "description corrupted or truncated (its body does not "
+            "decompress to the %u bytes its header says: %s)",
+            h->body_size,
+            early                      ? "fewer"
+                : lr == LZMA_MEM_ERROR ? "out of memory"
+                : lr == LZMA_BUF_ERROR ? "more, or the stream ends early"
+                                       : "bad stream");
         return lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_EFORMAT;
     }
     *end = (b->nparts > 0 ? b->parts[b->part].zoff : sizeof(*h)) + (size_t)b->z->total_in;
@@ -391,13 +394,13 @@ desc_finish_stream(
 }
 
 /*
- * Version 8: the parts' table after the header H of BUF (LEN bytes) into *PARTS (malloc'd,
- * *NPARTS of them): their sizes and where each stream starts, every part of at least a
- * byte each way, their bytes body_size in all, their streams inside BUF.
+ * Version 8: the parts' table after the header H of BUF (LEN bytes) into *PARTS
+ * (malloc'd, *NPARTS of them): their sizes and where each stream starts, every part of at
+ * least a byte each way, their bytes body_size in all, their streams inside BUF.
  */
 int
-desc_get_parts(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, desc_part_t **parts,
-               uint32_t *nparts, char *why, size_t whylen)
+desc_get_parts(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h,
+    desc_part_t **parts, uint32_t *nparts, char *why, size_t whylen)
 {
     rbuf_t b = desc_plain_rbuf(buf + sizeof(*h), len - sizeof(*h));
     uint64_t n = desc_get_max(&b, h->body_size);
@@ -424,9 +427,10 @@ desc_get_parts(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, desc_part
     }
     if (p == NULL || b.bad || raw != h->body_size || zoff > len) {
         free(p);
-        qp_why(why, whylen, "description index: its parts' table is truncated or does not "
-               "fit the %u bytes of the index or the %zu of the description", h->body_size,
-               len);
+        qp_why(why, whylen,
+            "description index: its parts' table is truncated or does not "
+            "fit the %u bytes of the index or the %zu of the description",
+            h->body_size, len);
         return QP_EFORMAT;
     }
     *parts = p;
@@ -456,8 +460,8 @@ desc_parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t 
 {
     lzma_stream z = LZMA_STREAM_INIT;
     size_t win = h->body_size < WINDOW ? h->body_size + 1 : WINDOW;
-    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h->body_size, LZMA_OK,
-                 NULL, 0, 0, 0, NULL };
+    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h->body_size, LZMA_OK, NULL, 0, 0,
+        0, NULL };
     if (b.win == NULL || desc_unpack_init(&z, h->body_size, h->version) < 0) {
         free(b.win);
         lzma_end(&z);

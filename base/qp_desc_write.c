@@ -140,7 +140,8 @@ desc_entries_done(run_t *r, qp_desc_t *keep)
 {
     if (keep != NULL && r->entries != NULL && keep->hdr.version >= QP_FORMAT_V7
         && keep->lazy != NULL) {
-        /* Version 7 and later: no call site's procedure (the key sites have theirs), the kinds. */
+        /* Version 7 and later: no call site's procedure (the key sites have theirs), the
+         * kinds. */
         free(r->entries->slot);
         free(r->entries->call_proc);
         r->entries->slot = NULL;
@@ -613,7 +614,7 @@ encode_index_head(const qp_desc_t *d, const qp_desc_keys_t *keys, uint32_t nc, w
  * strings follow it in the index. */
 static void
 encode_chunk_table(const qp_desc_keys_t *keys, const chunk_plan_t *c, uint32_t nc,
-                   const size_t *raw, const size_t *z, const size_t *cb, wb_t *w)
+    const size_t *raw, const size_t *z, const size_t *cb, wb_t *w)
 {
     for (uint32_t k = 0; k < nc; k++) {
         const chunk_plan_t *p = k ? &c[k - 1] : NULL;
@@ -869,7 +870,8 @@ qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf, size
 /* Version 8's index part I in the file's order: the head's NHEAD PARTS, the chunks'
  * TABLE, then the strings' (the PARTS after the head's). */
 static const index_part_t *
-part_in_order(const index_part_t *parts, size_t nhead, const index_part_t *table, size_t i)
+part_in_order(
+    const index_part_t *parts, size_t nhead, const index_part_t *table, size_t i)
 {
     return i < nhead ? &parts[i] : i == nhead ? table : &parts[i - 1];
 }
@@ -911,7 +913,7 @@ encode_chunked(const qp_desc_t *d, uint32_t version, unsigned threads, wb_t *out
     uint32_t preset = 1;
     if (rc == 0)
         rc = pack_chunks(d, keys, c, nc, threads, raw, cb, zlen, &chunks, parts, nparts,
-                         v8 ? index.len + strtab : 0, &preset);
+            v8 ? index.len + strtab : 0, &preset);
     if (rc == 0)
         encode_chunk_table(keys, c, nc, raw, zlen, cb, v8 ? &table : &index);
     size_t body = index.len + (v8 ? table.len + strtab : 0);
@@ -938,7 +940,7 @@ encode_chunked(const qp_desc_t *d, uint32_t version, unsigned threads, wb_t *out
     } else if (rc == 0) {
         size_t zindex = 0;
         rc = pack(index.p, index.len, index.len + chunks.len <= LZMA_SMALL ? 6 : 1, out,
-                  &zindex);
+            &zindex);
     }
     if (rc == 0)
         wb_put(out, chunks.p, chunks.len);
@@ -960,8 +962,8 @@ encode_chunked(const qp_desc_t *d, uint32_t version, unsigned threads, wb_t *out
 }
 
 int
-qp_desc_encode_threads(const qp_desc_t *d, uint32_t version, unsigned threads, uint8_t **buf,
-                       size_t *len)
+qp_desc_encode_threads(
+    const qp_desc_t *d, uint32_t version, unsigned threads, uint8_t **buf, size_t *len)
 {
     if (d == NULL || buf == NULL || len == NULL || version < QP_FORMAT_V5
         || version > QP_FORMAT_VERSION)

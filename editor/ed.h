@@ -182,8 +182,10 @@ ed_unwind_build_at(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at
  * after another, each as if alone.
  */
 typedef struct ed_unwind_old ed_unwind_old_t;
-int ed_unwind_old_read(const cfg_image_t *img, ed_unwind_old_t **out /*OUT*/);
-void ed_unwind_old_free(ed_unwind_old_t *o);
+int
+ed_unwind_old_read(const cfg_image_t *img, ed_unwind_old_t **out /*OUT*/);
+void
+ed_unwind_old_free(ed_unwind_old_t *o);
 int
 ed_unwind_build_old(ed_unwind_old_t *o, const ed_unwind_map_t *m, uint64_t at,
     uint64_t hdr_at, uint32_t flags, ed_unwind_out_t *out /*OUT*/);

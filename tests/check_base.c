@@ -251,8 +251,8 @@ START_TEST(test_base_sort_u64_tied)
         qsort(w, N, sizeof(uint64_t), qp_sort_u64_cmp);
         qp_sort_u64_tied(v, N, 32);
         for (size_t i = 0; i < N; i++)
-            ck_assert_msg(v[i] == w[i], "round %d: key %zu is 0x%llx, not 0x%llx", round, i,
-                          (unsigned long long)v[i], (unsigned long long)w[i]);
+            ck_assert_msg(v[i] == w[i], "round %d: key %zu is 0x%llx, not 0x%llx", round,
+                i, (unsigned long long)v[i], (unsigned long long)w[i]);
     }
 }
 END_TEST

@@ -458,9 +458,9 @@ END_TEST
 
 /* Versions 5 to 7 (the rewriters before) are still read, 8 is written: each one gives
  * back the same description whole, and the same key call sites read lazily (versions
- * 7 and 8 keep only those, the other sites in the chunks). many_desc's sites call a procedure
- * that counts its own entry (not key sites); every third one here calls none (a key
- * site). */
+ * 7 and 8 keep only those, the other sites in the chunks). many_desc's sites call a
+ * procedure that counts its own entry (not key sites); every third one here calls none (a
+ * key site). */
 static void many_desc(qp_desc_t *d, uint32_t np);
 
 START_TEST(test_qp_desc_formats_5_to_8)
@@ -576,7 +576,8 @@ unpack_part(const uint8_t *in, size_t n, uint8_t *out, size_t cap, size_t *used)
     o.dict_size = cap < LZMA_DICT_SIZE_MIN ? LZMA_DICT_SIZE_MIN : (uint32_t)cap;
     lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
     size_t in_pos = 0, got = 0;
-    ck_assert_int_eq(lzma_raw_buffer_decode(f, NULL, in, &in_pos, n, out, &got, cap), LZMA_OK);
+    ck_assert_int_eq(
+        lzma_raw_buffer_decode(f, NULL, in, &in_pos, n, out, &got, cap), LZMA_OK);
     *used = in_pos;
     return got;
 }
@@ -609,8 +610,8 @@ START_TEST(test_qp_desc_index_parts)
     uint8_t *want = malloc(body), *got = malloc(body);
     ck_assert(want != NULL && got != NULL);
     size_t used = 0;
-    ck_assert_uint_eq(unpack_part(v7 + sizeof(*h7), len7 - sizeof(*h7), want, body, &used),
-                      body);
+    ck_assert_uint_eq(
+        unpack_part(v7 + sizeof(*h7), len7 - sizeof(*h7), want, body, &used), body);
     for (unsigned t = 1; t <= 3; t += 2) {
         uint8_t *buf;
         size_t len;
@@ -624,7 +625,8 @@ START_TEST(test_qp_desc_index_parts)
         ck_assert_uint_ge(n, 5); /* the head's, the table's, three of strings */
         for (uint32_t i = 0; i < n; i++) {
             ck_assert_uint_le(off + raw[i], body);
-            ck_assert_uint_eq(unpack_part(buf + at, z[i], got + off, raw[i], &used), raw[i]);
+            ck_assert_uint_eq(
+                unpack_part(buf + at, z[i], got + off, raw[i], &used), raw[i]);
             ck_assert_uint_eq(used, z[i]);
             at += z[i];
             off += raw[i];
@@ -657,26 +659,22 @@ END_TEST
 
 /* sample_desc as main's qpt-rewrite wrote it before version 8 (version 7, e5a84da): a
  * description in an instrumented file of then, which this qp must still read. */
-static const uint8_t sample_v7[] = {
-    0x51, 0x50, 0x54, 0x44, 0x45, 0x53, 0x43, 0x31, 0x07, 0x00, 0x00, 0x00,
-    0x01, 0x00, 0x00, 0x00, 0xcb, 0x8b, 0x76, 0x35, 0xe6, 0x2b, 0xba, 0xf9,
-    0x00, 0x50, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
-    0x02, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00,
-    0x06, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x3a, 0x00, 0x00, 0x00,
-    0x65, 0x00, 0x00, 0x00, 0xe0, 0x00, 0x64, 0x00, 0x5d, 0x01, 0x00, 0x00,
-    0x93, 0x99, 0xac, 0x69, 0x70, 0x4c, 0x21, 0x25, 0x4d, 0x81, 0x9f, 0x47,
-    0xac, 0xea, 0xfd, 0xa2, 0x11, 0xe3, 0x7e, 0x4c, 0x87, 0x33, 0x5c, 0x45,
-    0x0a, 0x1b, 0xb0, 0x20, 0x06, 0x8e, 0xae, 0x6d, 0xeb, 0x11, 0x6c, 0x64,
-    0x35, 0xd2, 0xe7, 0x48, 0xdc, 0xd4, 0x9f, 0xb2, 0x0f, 0x80, 0xca, 0x41,
-    0x32, 0xfd, 0xd1, 0xbf, 0x2e, 0x32, 0xbf, 0xb0, 0x68, 0x1e, 0xbe, 0xe7,
-    0x68, 0x14, 0x8b, 0xe5, 0x65, 0x67, 0xaf, 0x7b, 0xf1, 0x7d, 0xfa, 0xd5,
-    0x49, 0x0c, 0xc3, 0x81, 0x3a, 0xbf, 0xb6, 0xf9, 0x4e, 0xb8, 0x58, 0xdd,
-    0x1c, 0x55, 0x02, 0x1a, 0xe2, 0xe3, 0x46, 0x00, 0x00, 0x01, 0x00, 0x27,
-    0x08, 0x80, 0x40, 0x04, 0x0c, 0x18, 0x05, 0x10, 0x16, 0x06, 0x08, 0x14,
-    0x07, 0x82, 0x01, 0x00, 0x01, 0x00, 0x15, 0x01, 0x03, 0xaa, 0x40, 0x04,
-    0x03, 0x03, 0x02, 0x01, 0x05, 0x00, 0x18, 0x03, 0x00, 0x1c, 0x03, 0x00,
-    0x21, 0x06, 0x0a, 0x00, 0x00
-};
+static const uint8_t sample_v7[] = { 0x51, 0x50, 0x54, 0x44, 0x45, 0x53, 0x43, 0x31, 0x07,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xcb, 0x8b, 0x76, 0x35, 0xe6, 0x2b, 0xba,
+    0xf9, 0x00, 0x50, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x02,
+    0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00,
+    0x00, 0x02, 0x00, 0x00, 0x00, 0x3a, 0x00, 0x00, 0x00, 0x65, 0x00, 0x00, 0x00, 0xe0,
+    0x00, 0x64, 0x00, 0x5d, 0x01, 0x00, 0x00, 0x93, 0x99, 0xac, 0x69, 0x70, 0x4c, 0x21,
+    0x25, 0x4d, 0x81, 0x9f, 0x47, 0xac, 0xea, 0xfd, 0xa2, 0x11, 0xe3, 0x7e, 0x4c, 0x87,
+    0x33, 0x5c, 0x45, 0x0a, 0x1b, 0xb0, 0x20, 0x06, 0x8e, 0xae, 0x6d, 0xeb, 0x11, 0x6c,
+    0x64, 0x35, 0xd2, 0xe7, 0x48, 0xdc, 0xd4, 0x9f, 0xb2, 0x0f, 0x80, 0xca, 0x41, 0x32,
+    0xfd, 0xd1, 0xbf, 0x2e, 0x32, 0xbf, 0xb0, 0x68, 0x1e, 0xbe, 0xe7, 0x68, 0x14, 0x8b,
+    0xe5, 0x65, 0x67, 0xaf, 0x7b, 0xf1, 0x7d, 0xfa, 0xd5, 0x49, 0x0c, 0xc3, 0x81, 0x3a,
+    0xbf, 0xb6, 0xf9, 0x4e, 0xb8, 0x58, 0xdd, 0x1c, 0x55, 0x02, 0x1a, 0xe2, 0xe3, 0x46,
+    0x00, 0x00, 0x01, 0x00, 0x27, 0x08, 0x80, 0x40, 0x04, 0x0c, 0x18, 0x05, 0x10, 0x16,
+    0x06, 0x08, 0x14, 0x07, 0x82, 0x01, 0x00, 0x01, 0x00, 0x15, 0x01, 0x03, 0xaa, 0x40,
+    0x04, 0x03, 0x03, 0x02, 0x01, 0x05, 0x00, 0x18, 0x03, 0x00, 0x1c, 0x03, 0x00, 0x21,
+    0x06, 0x0a, 0x00, 0x00 };
 
 /* The old file reads back whole and lazily as the description it was made from, and the
  * version 7 writer (kept for tests) still makes its bytes. Fails when the reader takes a
@@ -687,15 +685,17 @@ START_TEST(test_qp_desc_reads_version_7_file)
     sample_desc(&d);
     char why[256] = "";
     ck_assert_uint_eq(((const qp_desc_hdr_t *)sample_v7)->version, QP_FORMAT_V7);
-    ck_assert_msg(qp_desc_parse(sample_v7, sizeof(sample_v7), &back, why, sizeof(why)) == 0,
-                  "%s", why);
+    ck_assert_msg(
+        qp_desc_parse(sample_v7, sizeof(sample_v7), &back, why, sizeof(why)) == 0, "%s",
+        why);
     ck_assert_int_eq(memcmp(back.procs, d.procs, d.hdr.nprocs * sizeof(*d.procs)), 0);
     ck_assert_int_eq(memcmp(back.blocks, d.blocks, d.hdr.nblocks * sizeof(*d.blocks)), 0);
     ck_assert_int_eq(memcmp(back.edges, d.edges, d.hdr.nedges * sizeof(*d.edges)), 0);
     ck_assert_int_eq(memcmp(back.calls, d.calls, d.hdr.ncalls * sizeof(*d.calls)), 0);
     ck_assert_int_eq(memcmp(back.strtab, d.strtab, d.hdr.strtab_size), 0);
-    ck_assert_msg(qp_desc_parse_lazy(sample_v7, sizeof(sample_v7), &lazy, why, sizeof(why))
-                      == 0, "%s", why);
+    ck_assert_msg(
+        qp_desc_parse_lazy(sample_v7, sizeof(sample_v7), &lazy, why, sizeof(why)) == 0,
+        "%s", why);
     ck_assert_msg(qp_desc_need_all(&lazy, why, sizeof(why)) == 0, "%s", why);
     ck_assert_int_eq(memcmp(lazy.calls, d.calls, d.hdr.ncalls * sizeof(*d.calls)), 0);
     uint8_t *again;
@@ -725,13 +725,13 @@ START_TEST(test_qp_desc_index_parts_checked)
     ck_assert(raw[0] < 127 && z[0] < 127 && at == sizeof(qp_desc_hdr_t) + 7);
     struct {
         size_t off;
-        int delta;  /* added at OFF, taken from OFF + 2 (a next part's field) if MOVE */
+        int delta; /* added at OFF, taken from OFF + 2 (a next part's field) if MOVE */
         int move;
         const char *why;
     } bad[] = {
-        { 64, -3, 0, "parts' table" },           /* no parts */
-        { 64, +1, 0, "parts' table" },           /* a fourth part: the first stream's bytes */
-        { 65, +1, 0, "parts' table" },           /* more bytes than the index's */
+        { 64, -3, 0, "parts' table" }, /* no parts */
+        { 64, +1, 0, "parts' table" }, /* a fourth part: the first stream's bytes */
+        { 65, +1, 0, "parts' table" }, /* more bytes than the index's */
         { 65, -1, 1, "corrupted or truncated" }, /* the head's stream gives more */
         { 66, -1, 1, "corrupted or truncated" }, /* its stream cut short */
         { 66, +1, 1, "corrupted or truncated" }, /* a byte of it left unread */
@@ -746,7 +746,7 @@ START_TEST(test_qp_desc_index_parts_checked)
         rehash(b, len);
         char why[256] = "";
         ck_assert_msg(qp_desc_parse(b, len, &back, why, sizeof(why)) == QP_EFORMAT,
-                      "change %zu read", k);
+            "change %zu read", k);
         ck_assert_msg(strstr(why, bad[k].why) != NULL, "change %zu: %s", k, why);
         free(b);
     }
@@ -781,8 +781,9 @@ START_TEST(test_qp_desc_versions_and_sizes)
     memcpy(b + 8, &v, 4);
     rehash(b, len);
     ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
-    ck_assert_msg(strstr(why, "newer") != NULL && strstr(why, "reads versions 5 to 8") != NULL,
-                  "%s", why);
+    ck_assert_msg(
+        strstr(why, "newer") != NULL && strstr(why, "reads versions 5 to 8") != NULL,
+        "%s", why);
     v = QP_FORMAT_VERSION;
     memcpy(b + 8, &v, 4);
     /* Counts its few bytes could not hold are refused before anything is allocated. */

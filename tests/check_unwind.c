@@ -978,7 +978,8 @@ START_TEST(test_unwind_builds_from_one_read)
         ck_assert_int_eq(ed_unwind_build_ex(img, &um, ats[k], flags[k], &want), 0);
         ck_assert_uint_gt(want.size, 0);
         ck_assert_uint_eq(got.size, want.size);
-        ck_assert_msg(memcmp(got.data, want.data, want.size) == 0, "build %d: other bytes", k);
+        ck_assert_msg(
+            memcmp(got.data, want.data, want.size) == 0, "build %d: other bytes", k);
         ck_assert_uint_eq(got.eh_frame_size, want.eh_frame_size);
         ck_assert_uint_eq(got.nfde_moved, want.nfde_moved);
         ck_assert_uint_eq(got.nfde_old, want.nfde_old);

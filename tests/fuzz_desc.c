@@ -122,7 +122,8 @@ parse_inflated(const uint8_t *data, size_t size, uint32_t version)
     if (z1 > 0 && cut < n)
         z2 = pack_raw(data + hs + cut, n - cut, b + at + z1, cap - z1);
     if (z1 > 0 && (cut == n || z2 > 0)) {
-        size_t t = hs; /* version 8: the parts' table between the header and the streams */
+        size_t t
+            = hs; /* version 8: the parts' table between the header and the streams */
         if (cut < n) {
             t += put_uleb(b + t, 2);
             t += put_uleb(b + t, cut);
