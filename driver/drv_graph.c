@@ -541,20 +541,6 @@ out:
     return rc;
 }
 
-void *
-drv_carve(void **const *parts, const size_t *sizes, size_t n)
-{
-    size_t total = 0;
-    for (size_t k = 0; k < n; k++)
-        total += (sizes[k] + 7) & ~(size_t)7;
-    uint8_t *all = calloc(1, total ? total : 1);
-    for (size_t k = 0, off = 0; k < n; k++) {
-        *parts[k] = all != NULL ? all + off : NULL;
-        off += (sizes[k] + 7) & ~(size_t)7;
-    }
-    return all;
-}
-
 void
 drv_graph_free(drv_graph_t *g)
 {
