@@ -462,7 +462,7 @@ void drv_graph_free(drv_graph_t *g);
 
 /*
  * N zeroed arrays in one allocation (the graphs' and the estimate's per-procedure
- * arrays: chromium's 20 million mallocs and frees of them were a third of the graphs'
+ * arrays: chromium's some 40 mallocs and frees a procedure took 40% of the graphs'
  * time): array k of SIZES[k] bytes, each starting 8-aligned, its address into
  * *PARTS[k]. Returns the allocation, which alone is freed (free), or NULL when out of
  * memory (the *PARTS[k] then NULL).

@@ -39,7 +39,7 @@ static int
 decode_proc(const cfg_prog_t *prog, uint32_t first, uint32_t nb, insns_t *l)
 {
     /* Room for the blocks' instructions as the analysis counted them: one allocation
-     * (chromium: malloc and realloc were a third of the graphs' time); grown if short. */
+     * (chromium: the malloc family was 40% of the graphs' time); grown if short. */
     size_t n = 0, cap = 0;
     for (uint32_t i = 0; i < nb; i++)
         cap += prog->blocks[first + i].ninsns;
