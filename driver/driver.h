@@ -101,7 +101,8 @@ typedef struct drv_graph {
     uint32_t first;
     drv_edge_t *edges;       /* every edge, virtual ones included */
     uint32_t nedges;
-    uint64_t *last;          /* per block: address of its last instruction */
+    uint64_t *last;          /* per block: address of its last instruction (the one
+                              * allocation of all the per-block arrays below) */
     uint64_t *last_target;   /* ... its direct target (jmp, jcc, call), else 0 */
     uint8_t *last_kind;      /* ... its arch_kind_t */
     uint8_t *tests_status;   /* ... DRV_STATUS_*: a conditional branch, right after a
@@ -400,21 +401,25 @@ int drv_site_kind(const cfg_prog_t *prog, const arch_insn_t *prev, const arch_in
  * counts are exact by themselves apart from its entry edge (no landing pads, setjmp,
  * longjmp or throw calls, guessed or translated indirect jumps). LEAVE (leaving bits, see
  * drv_run.c) grows: a procedure counted by its calls may be left as its callers may.
- * Returns 0 or QP_ENOMEM (then nothing is counted by calls).
+ * ENTRIES: PROG's procedures by entry (drv_entries_build). Returns 0 or QP_ENOMEM (then
+ * nothing is counted by calls).
  */
-int drv_by_calls(const cfg_prog_t *prog, const uint8_t *solid, uint8_t *leave,
-                 uint8_t *by_calls /*OUT*/);
+int drv_by_calls(const cfg_prog_t *prog, const drv_entries_t *entries, const uint8_t *solid,
+                 uint8_t *leave, uint8_t *by_calls /*OUT*/);
 
 /*
  * Processes and threads (drv_procs.c).
  * drv_forkers: the sorted entries of PROG's procedures that may return in a new child
- * (fork-like names, and procedures that tail-call one); *OUT is malloc'ed. 0 or QP_ENOMEM.
+ * (fork-like names, and procedures that tail-call one; ENTRIES: PROG's procedures by
+ * entry, drv_entries_build); *OUT is malloc'ed. 0 or QP_ENOMEM. Reads PROG only: may
+ * run beside other readers.
  * drv_is_fork_name: NAME (fork@plt, a GOT symbol) is a fork-like function.
  * drv_syscall_may_fork: system call number NR (-1 unknown) may create a process.
  * drv_threads_reason: why PROG may run its code in several threads ("it calls
  * pthread_create@plt"), written into BUF; NULL when nothing says it can.
  */
-int drv_forkers(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+int drv_forkers(const cfg_prog_t *prog, const drv_entries_t *entries, uint64_t **out /*OUT*/,
+                size_t *n /*OUT*/);
 /* NAME, without a trailing "@plt" (not any version: exit@GLIBC_2.2.5 is no "exit"), is
  * one of the NULL-terminated NAMES (drv_run's and drv_trace's lists). */
 int drv_name_in(const char *name, const char *const *names);
@@ -430,8 +435,8 @@ const char *drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len,
  * threads it found start where no call can carry a thread hook (system calls of a static
  * program's own clone).
  */
-int drv_starters(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/,
-                 int *taken /*OUT*/);
+int drv_starters(const cfg_prog_t *prog, const drv_entries_t *entries, uint64_t **out /*OUT*/,
+                 size_t *n /*OUT*/, int *taken /*OUT*/);
 int drv_is_thread_name(const char *name);
 
 /* How the counters of a measured program are incremented (drv_choose_inc). */
@@ -454,6 +459,15 @@ typedef struct drv_inc {
  */
 void drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *out /*OUT*/);
 void drv_graph_free(drv_graph_t *g);
+
+/*
+ * N zeroed arrays in one allocation (the graphs' and the estimate's per-procedure
+ * arrays: chromium's some 40 mallocs and frees a procedure took 40% of the graphs'
+ * time): array k of SIZES[k] bytes, each starting 8-aligned, its address into
+ * *PARTS[k]. Returns the allocation, which alone is freed (free), or NULL when out of
+ * memory (the *PARTS[k] then NULL).
+ */
+void *drv_carve(void **const *parts, const size_t *sizes, size_t n);
 
 /*****************************************************************************
  * Control-flow tracing (drv_trace.c; formats in qpt_trace_format.h)

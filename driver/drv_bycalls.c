@@ -46,14 +46,6 @@ exported(const cfg_image_t *img, uint64_t addr)
     return 0;
 }
 
-/* The procedure whose entry is ADDR, or CFG_NONE. */
-static uint32_t
-entry_proc(const cfg_prog_t *prog, uint64_t addr)
-{
-    const cfg_proc_t *p = cfg_proc_entered_at(prog, addr);
-    return p != NULL ? (uint32_t)(p - prog->procs) : CFG_NONE;
-}
-
 /* May procedure I be counted by its calls, as far as it alone says? */
 static int
 candidate(const cfg_prog_t *prog, const uint8_t *solid, uint32_t i)
@@ -68,13 +60,13 @@ candidate(const cfg_prog_t *prog, const uint8_t *solid, uint32_t i)
 
 /* Candidates whose address the program holds (drv_addr_taken). */
 static int
-drop_taken(const cfg_prog_t *prog, uint8_t *cand)
+drop_taken(const cfg_prog_t *prog, const drv_entries_t *entries, uint8_t *cand)
 {
     uint64_t *taken;
     size_t n;
     QP_CHECK(drv_addr_taken(prog, &taken, &n));
     for (size_t i = 0; i < n; i++) {
-        uint32_t p = entry_proc(prog, taken[i]);
+        uint32_t p = drv_entered(entries, taken[i]);
         if (p != CFG_NONE)
             cand[p] = 0;
     }
@@ -97,18 +89,20 @@ push_dep(dep_t **v, size_t *n, size_t *cap, uint32_t caller, uint32_t callee)
 
 /*
  * Every reference to a candidate's entry: direct calls and tail calls become DEPS (from
- * solid callers; anything else disqualifies the candidate, in CAND).
+ * solid callers; anything else disqualifies the candidate, in CAND). The entries are
+ * looked up in ENTRIES' hash, two a program edge (chromium: as costly as the search of
+ * the blocks was, the cache misses of either; one table for the driver's lookups).
  */
 static int
-collect_deps(const cfg_prog_t *prog, const uint8_t *solid, uint8_t *cand, dep_t **deps,
-             size_t *ndeps, size_t *cap)
+collect_deps(const cfg_prog_t *prog, const drv_entries_t *entries, const uint8_t *solid,
+             uint8_t *cand, dep_t **deps, size_t *ndeps, size_t *cap)
 {
     for (uint32_t bi = 0; bi < prog->nblocks; bi++) {
         const cfg_block_t *b = &prog->blocks[bi];
         uint32_t caller = cfg_proc_owner(prog, b->proc);
         int call = b->last_kind == ARCH_KIND_CALL || b->last_kind == ARCH_KIND_CALL_IND;
         if (b->last_kind == ARCH_KIND_CALL && b->call_target != 0) {
-            uint32_t p = entry_proc(prog, b->call_target);
+            uint32_t p = drv_entered(entries, b->call_target);
             if (p != CFG_NONE && cand[p]) {
                 if (caller == CFG_NONE || !solid[caller] || caller == p)
                     cand[p] = 0;
@@ -122,7 +116,7 @@ collect_deps(const cfg_prog_t *prog, const uint8_t *solid, uint8_t *cand, dep_t 
                 continue; /* the call, seen above; the way on stays inside */
             uint64_t at[2] = { ed->target, ed->to != CFG_NONE ? prog->blocks[ed->to].start : 0 };
             for (int j = 0; j < 2; j++) {
-                uint32_t p = entry_proc(prog, at[j]);
+                uint32_t p = drv_entered(entries, at[j]);
                 if (p == CFG_NONE || !cand[p] || (p == caller && ed->to != CFG_NONE))
                     continue; /* a jump inside P to its own entry block is P's business */
                 if (j == 0 && ed->kind == CFG_EDGE_TAILCALL && !call && caller != CFG_NONE
@@ -310,7 +304,8 @@ pass_leave(uint32_t n, const dep_t *deps, size_t ndeps, const uint32_t *first,
 }
 
 int
-drv_by_calls(const cfg_prog_t *prog, const uint8_t *solid, uint8_t *leave, uint8_t *by_calls)
+drv_by_calls(const cfg_prog_t *prog, const drv_entries_t *entries, const uint8_t *solid,
+             uint8_t *leave, uint8_t *by_calls)
 {
     uint32_t n = prog->nprocs;
     memset(by_calls, 0, n);
@@ -318,11 +313,12 @@ drv_by_calls(const cfg_prog_t *prog, const uint8_t *solid, uint8_t *leave, uint8
         return 0; /* absolute code addresses may hide in immediates: no way to tell */
     for (uint32_t i = 0; i < n; i++)
         by_calls[i] = (uint8_t)candidate(prog, solid, i);
-    QP_CHECK(drop_taken(prog, by_calls));
+    QP_CHECK(drop_taken(prog, entries, by_calls));
     dep_t *deps = NULL;
     size_t ndeps = 0, cap = 0;
     uint32_t *first = calloc(n + 2, sizeof(uint32_t));
-    int rc = first == NULL ? QP_ENOMEM : collect_deps(prog, solid, by_calls, &deps, &ndeps, &cap);
+    int rc = first == NULL ? QP_ENOMEM
+                           : collect_deps(prog, entries, solid, by_calls, &deps, &ndeps, &cap);
     if (rc == 0) {
         if (ndeps > 0)
             qsort(deps, ndeps, sizeof(dep_t), cmp_dep);

@@ -122,9 +122,9 @@ drv_is_thread_name(const char *name)
 }
 
 /* The tail calls between PROG's procedures (but from fragments): caller and callee
- * pairs in *OUT (malloc'd), *N of them. 0 or QP_ENOMEM. */
+ * pairs in *OUT (malloc'd), *N of them; callees looked up in ENTRIES. 0 or QP_ENOMEM. */
 static int
-tail_call_pairs(const cfg_prog_t *prog, uint32_t **out, size_t *n)
+tail_call_pairs(const cfg_prog_t *prog, const drv_entries_t *entries, uint32_t **out, size_t *n)
 {
     uint32_t *v = NULL;
     size_t cap = 0;
@@ -137,16 +137,16 @@ tail_call_pairs(const cfg_prog_t *prog, uint32_t **out, size_t *n)
             const cfg_block_t *b = &prog->blocks[p->block + k];
             for (uint32_t e = 0; e < b->nsucc; e++) {
                 const cfg_edge_t *ed = cfg_block_succ(prog, b, e);
-                const cfg_proc_t *t = ed->kind == CFG_EDGE_TAILCALL && ed->target != 0
-                    ? cfg_proc_entered_at(prog, ed->target) : NULL;
-                if (t == NULL)
+                uint32_t t = ed->kind == CFG_EDGE_TAILCALL
+                    ? drv_entered(entries, ed->target) : CFG_NONE;
+                if (t == CFG_NONE)
                     continue;
                 if (cfg_vec_grow((void **)&v, &cap, 2 * (*n + 1), sizeof(uint32_t)) < 0) {
                     free(v);
                     return QP_ENOMEM;
                 }
                 v[2 * *n] = i;
-                v[2 * (*n)++ + 1] = (uint32_t)(t - prog->procs);
+                v[2 * (*n)++ + 1] = t;
             }
         }
     }
@@ -162,8 +162,8 @@ tail_call_pairs(const cfg_prog_t *prog, uint32_t **out, size_t *n)
  * program in each round: cc1 0.05 s).
  */
 static int
-callee_set(const cfg_prog_t *prog, int (*is_name)(const char *), uint64_t **out,
-    size_t *n, int *taken)
+callee_set(const cfg_prog_t *prog, const drv_entries_t *entries, int (*is_name)(const char *),
+    uint64_t **out, size_t *n, int *taken)
 {
     *out = NULL;
     *n = 0;
@@ -180,7 +180,7 @@ callee_set(const cfg_prog_t *prog, int (*is_name)(const char *), uint64_t **out,
         any |= is[i] = (uint8_t)is_name(prog->procs[i].name);
     uint32_t *tc = NULL;
     size_t ntc = 0;
-    if (any && tail_call_pairs(prog, &tc, &ntc) < 0) {
+    if (any && tail_call_pairs(prog, entries, &tc, &ntc) < 0) {
         free(is);
         free(v);
         return QP_ENOMEM;
@@ -203,16 +203,17 @@ callee_set(const cfg_prog_t *prog, int (*is_name)(const char *), uint64_t **out,
 }
 
 int
-drv_forkers(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+drv_forkers(const cfg_prog_t *prog, const drv_entries_t *entries, uint64_t **out, size_t *n)
 {
     int taken;
-    return callee_set(prog, drv_is_fork_name, out, n, &taken);
+    return callee_set(prog, entries, drv_is_fork_name, out, n, &taken);
 }
 
 int
-drv_starters(const cfg_prog_t *prog, uint64_t **out, size_t *n, int *taken)
+drv_starters(const cfg_prog_t *prog, const drv_entries_t *entries, uint64_t **out, size_t *n,
+             int *taken)
 {
-    return callee_set(prog, drv_is_thread_name, out, n, taken);
+    return callee_set(prog, entries, drv_is_thread_name, out, n, taken);
 }
 
 /*

@@ -185,22 +185,23 @@ solve_loops(const drv_graph_t *g, const uint32_t *in_off, const uint32_t *in,
             double weight, double *node)
 {
     uint32_t X = g->nblocks, n = g->nedges;
-    uint32_t *rpo = malloc((X + 1) * sizeof(uint32_t));   /* reached nodes, reverse postorder */
-    uint32_t *rank = malloc((X + 1) * sizeof(uint32_t));  /* node -> its place in rpo */
-    uint32_t *stack = malloc((X + 1) * sizeof(uint32_t));
-    uint32_t *next = malloc((X + 1) * sizeof(uint32_t));  /* DFS: next out-edge to try */
-    uint8_t *state = calloc(X + 1, 1);                    /* 0 new, 1 on the stack, 2 done */
-    uint8_t *back = calloc(n + 1, 1);                     /* per edge: a back edge */
-    uint64_t *heads = malloc((X + 1) * sizeof(uint64_t)); /* loop size << 32 | header */
-    uint32_t *loop = malloc((X + 1) * sizeof(uint32_t));
-    uint64_t *sorted = malloc((X + 1) * sizeof(uint64_t));
-    uint32_t *mark = calloc(X + 1, sizeof(uint32_t));
-    uint8_t *is_head = calloc(X + 1, 1);
-    double *factor = malloc((X + 1) * sizeof(double)); /* 1 / (1 - CP) of solved headers */
-    double *f = calloc(X + 1, sizeof(double));
+    const size_t m = (size_t)X + 1, w = sizeof(uint64_t), h = sizeof(uint32_t);
+    uint64_t *heads, *sorted;            /* loop size << 32 | header */
+    double *factor, *f;                  /* 1 / (1 - CP) of solved headers */
+    uint32_t *rpo, *rank, *stack, *next; /* reached nodes, reverse postorder; node -> its
+                                          * place in rpo; DFS: next out-edge to try */
+    uint32_t *loop, *mark;
+    uint8_t *state, *is_head, *back;     /* 0 new, 1 on the stack, 2 done; per edge: a
+                                          * back edge */
+    void **parts[] = { (void **)&heads, (void **)&sorted, (void **)&factor, (void **)&f,
+                       (void **)&rpo, (void **)&rank, (void **)&stack, (void **)&next,
+                       (void **)&loop, (void **)&mark, (void **)&state, (void **)&is_head,
+                       (void **)&back };
+    const size_t sizes[] = { m * w, m * w, m * sizeof(double), m * sizeof(double), m * h,
+                             m * h, m * h, m * h, m * h, m * h, m, m, (size_t)n + 1 };
+    void *all = drv_carve(parts, sizes, sizeof(sizes) / sizeof(sizes[0]));
     int rc = 0;
-    if (!rpo || !rank || !stack || !next || !state || !back || !heads || !loop || !sorted
-        || !mark || !is_head || !factor || !f) {
+    if (all == NULL) {
         rc = QP_ENOMEM;
         goto out;
     }
@@ -284,19 +285,7 @@ solve_loops(const drv_graph_t *g, const uint32_t *in_off, const uint32_t *in,
             node[v] = FREQ_MAX;
     }
 out:
-    free(rpo);
-    free(rank);
-    free(stack);
-    free(next);
-    free(state);
-    free(back);
-    free(heads);
-    free(loop);
-    free(sorted);
-    free(mark);
-    free(is_head);
-    free(factor);
-    free(f);
+    free(all);
     return rc;
 }
 
@@ -358,15 +347,18 @@ static int
 estimate_freq(const drv_graph_t *g, double *freq)
 {
     uint32_t n = g->nedges, X = g->nblocks;
-    double *prob = malloc((n + 1) * sizeof(double));
-    double *node = calloc(X + 1, sizeof(double));
-    uint32_t *in_off = calloc(X + 2, sizeof(uint32_t));
-    uint32_t *out_off = calloc(X + 2, sizeof(uint32_t));
-    uint32_t *in = malloc((n + 1) * sizeof(uint32_t));
-    uint32_t *out = malloc((n + 1) * sizeof(uint32_t));
-    uint8_t *cold = malloc(X + 1);
+    double *prob, *node;
+    uint32_t *in_off, *out_off, *in, *out;
+    uint8_t *cold;
+    void **parts[] = { (void **)&prob, (void **)&node, (void **)&in_off, (void **)&out_off,
+                       (void **)&in, (void **)&out, (void **)&cold };
+    const size_t sizes[] = { ((size_t)n + 1) * sizeof(double), ((size_t)X + 1) * sizeof(double),
+                             ((size_t)X + 2) * sizeof(uint32_t), ((size_t)X + 2) * sizeof(uint32_t),
+                             ((size_t)n + 1) * sizeof(uint32_t), ((size_t)n + 1) * sizeof(uint32_t),
+                             (size_t)X + 1 };
+    void *all = drv_carve(parts, sizes, sizeof(sizes) / sizeof(sizes[0]));
     int rc = 0;
-    if (!prob || !node || !in_off || !out_off || !in || !out || !cold) {
+    if (all == NULL) {
         rc = QP_ENOMEM;
         goto out;
     }
@@ -401,13 +393,7 @@ estimate_freq(const drv_graph_t *g, double *freq)
         freq[e] = prob[e] * (ed->from == X ? 1.0 : node[ed->from]);
     }
 out:
-    free(prob);
-    free(node);
-    free(in_off);
-    free(out_off);
-    free(in);
-    free(out);
-    free(cold);
+    free(all);
     return rc;
 }
 
@@ -923,17 +909,22 @@ static int
 prepare_tree(drv_graph_t *g)
 {
     uint32_t n = g->nedges, nb = g->nblocks, all = n + nb, nodes = 2 * nb + 1;
-    double *w = malloc((all + 1) * sizeof(double));
-    uint32_t *order = malloc((all + 1) * sizeof(uint32_t));
-    uint32_t *parent = malloc(nodes * sizeof(uint32_t));
-    uint8_t *in_tree = calloc(all + 1, 1);
-    uint8_t *ground = calloc(nodes, 1);
-    uint32_t *best = malloc((2 * nb + 1) * sizeof(uint32_t)), *fallin = best + nb;
+    double *w;
+    uint32_t *order, *parent, *best;
+    uint8_t *ground;
+    void **parts[] = { (void **)&w, (void **)&order, (void **)&parent, (void **)&best,
+                       (void **)&ground };
+    const size_t sizes[] = { ((size_t)all + 1) * sizeof(double), ((size_t)all + 1) * sizeof(uint32_t),
+                             (size_t)nodes * sizeof(uint32_t), (2 * (size_t)nb + 1) * sizeof(uint32_t),
+                             nodes };
+    void *scratch = drv_carve(parts, sizes, sizeof(sizes) / sizeof(sizes[0]));
+    uint8_t *in_tree = calloc(all + 1, 1); /* (kept: G->tree) */
     int rc = 0;
-    if (!w || !order || !parent || !in_tree || !ground || !best) {
+    if (scratch == NULL || in_tree == NULL) {
         rc = QP_ENOMEM;
         goto out;
     }
+    uint32_t *fallin = best + nb;
     build_tree(g, g->freq, NULL, w, fallin, order, parent, in_tree, ground);
     g->tree_per_block = (uint8_t)uses_block_counters(g, in_tree);
     if (g->tree_per_block) {
@@ -944,12 +935,8 @@ prepare_tree(drv_graph_t *g)
     g->tree = in_tree;
     in_tree = NULL;
 out:
-    free(w);
-    free(order);
-    free(parent);
+    free(scratch);
     free(in_tree);
-    free(ground);
-    free(best);
     return rc;
 }
 

@@ -430,10 +430,11 @@ cmp_call(const void *a, const void *b)
  * computed gotos (CFG_EDGE_INDIRECT: every address-taken label of the procedure a
  * target): their counts are exact unless a jump goes elsewhere, which C does not allow;
  * the procedures counted by calls made there inherit the mark (LEAVE_GUESS) that says so.
+ * Callees are looked up in ENTRIES.
  */
 static void
-solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, const uint8_t *marks,
-            uint8_t *solid)
+solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, const drv_entries_t *entries,
+            const uint8_t *marks, uint8_t *solid)
 {
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
@@ -450,11 +451,10 @@ solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, const uint8_t *marks,
                     && (ed->to == CFG_NONE
                         || (ed->to >= p->block && ed->to < p->block + p->nblocks));
             }
-            const cfg_proc_t *cp = b->last_kind == ARCH_KIND_CALL && b->call_target
-                ? cfg_proc_entered_at(prog, b->call_target) : NULL;
-            if (ok && cp != NULL)
-                ok = !(marks[cp - prog->procs]
-                       & (CALLF_SETJMP | QP_CALLF_LONGJMP | QP_CALLF_THROW));
+            uint32_t cp = b->last_kind == ARCH_KIND_CALL
+                ? drv_entered(entries, b->call_target) : CFG_NONE;
+            if (ok && cp != CFG_NONE)
+                ok = !(marks[cp] & (CALLF_SETJMP | QP_CALLF_LONGJMP | QP_CALLF_THROW));
         }
         solid[i] = (uint8_t)ok;
     }
@@ -745,8 +745,8 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
  * malloc'd *SOLID and *BY_CALLS. */
 static int
 plan_by_calls(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
-              int by_calls_ok, const uint8_t *marks, uint8_t *leave, uint8_t **solid,
-              uint8_t **by_calls)
+              int by_calls_ok, const drv_entries_t *entries, const uint8_t *marks,
+              uint8_t *leave, uint8_t **solid, uint8_t **by_calls)
 {
     *solid = calloc(prog->nprocs + 1, 1);
     *by_calls = calloc(prog->nprocs + 1, 1);
@@ -754,8 +754,8 @@ plan_by_calls(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *pla
         return QP_ENOMEM;
     if (drv->kind != QP_DRIVER_QP || !by_calls_ok || !(prog->img->flags & CFG_IMG_PIE))
         return 0; /* (drv_by_calls: position-independent images only) */
-    solid_procs(prog, plan, marks, *solid);
-    return drv_by_calls(prog, *solid, leave, *by_calls);
+    solid_procs(prog, plan, entries, marks, *solid);
+    return drv_by_calls(prog, entries, *solid, leave, *by_calls);
 }
 
 /*
@@ -1015,12 +1015,6 @@ pass_all(pass_t *c, prep_t *prep, unsigned threads)
  * beyond blocks (not every reserved page: chromium's worst case is gigabytes). Only
  * speed: MADV_POPULATE_WRITE changes no byte; without it, nothing happens.
  */
-typedef struct populate_job {
-    const cfg_prog_t *prog;
-    const ed_plan_t *plan;
-    drv_result_t *res;          /* its reserved arrays (their pointers are not changed) */
-} populate_job_t;
-
 static void
 populate(void *p, size_t len)
 {
@@ -1037,20 +1031,16 @@ populate(void *p, size_t len)
 #endif
 }
 
-/* qp_task_fn: the populate_job_t ARG's pages (one item). */
-static int
-populate_item(void *arg, unsigned worker, size_t k)
+/* The pages of PROG's result RES, its reserved arrays (their pointers are not changed),
+ * for the procedures PLAN relocates. */
+static void
+populate_result(const cfg_prog_t *prog, const ed_plan_t *plan, drv_result_t *res)
 {
-    (void)worker;
-    (void)k;
-    const populate_job_t *j = arg;
-    const cfg_prog_t *prog = j->prog;
-    drv_result_t *res = j->res;
     size_t nb = 0, ne = 0;
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
         if ((p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT))
-            || ed_plan_left_reason(j->plan, i) != NULL)
+            || ed_plan_left_reason(plan, i) != NULL)
             continue;
         nb += p->nblocks;
         ne += (size_t)p->nblocks + 1;
@@ -1065,10 +1055,10 @@ populate_item(void *arg, unsigned worker, size_t k)
     populate(res->blocks, nb * sizeof(qp_desc_block_t));
     populate(res->edges, ne * sizeof(qp_desc_edge_t));
     populate(res->probes, np * sizeof(ed_probe_t));
-    return 0;
 }
 
-/* What run_pass makes before the procedures, on the main thread (setup_pass). */
+/* What run_pass makes before the procedures: on the main thread (setup_pass), and on
+ * the pool beside it (setup_item). */
 typedef struct pass_setup {
     const drv_ops_t *drv;
     const cfg_prog_t *prog;
@@ -1078,13 +1068,35 @@ typedef struct pass_setup {
     int rc;                        /* 0 or QP_E* */
     const uint64_t *xt;            /* the interior entries, nxt */
     size_t nxt;
-    uint64_t *forkers, *starters;  /* drv_forkers, drv_starters */
+    uint64_t *forkers, *starters;  /* drv_forkers, drv_starters (setup_item) */
     size_t nforkers, nstarters;
     int taken;                     /* a starter's address is taken */
     uint8_t *leave, *solid, *by_calls; /* per procedure */
 } pass_setup_t;
 
-/* The pass_setup_t ARG's tables (qp_parallel_for_beside's serial step). */
+/* The items of setup_item: the result's pages faulted in (only with threads), the
+ * fork and thread starters' sets (each a pass over the program's edges; they read the
+ * program and the entries' hash alone, neither the lazy caches setup_pass fills). */
+enum { SETUP_POPULATE, SETUP_FORKERS, SETUP_STARTERS, SETUP_ITEMS };
+
+/* qp_task_fn: item K of the pass_setup_t ARG (SETUP_*). */
+static int
+setup_item(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    pass_setup_t *s = arg;
+    const drv_entries_t *entries = &s->res->entries;
+    if (k == SETUP_POPULATE)
+        populate_result(s->prog, s->plan, s->res);
+    else if (k == SETUP_FORKERS)
+        return drv_forkers(s->prog, entries, &s->forkers, &s->nforkers);
+    else if (k == SETUP_STARTERS)
+        return drv_starters(s->prog, entries, &s->starters, &s->nstarters, &s->taken);
+    return 0;
+}
+
+/* The pass_setup_t ARG's tables but setup_item's (qp_parallel_for_beside's serial
+ * step). */
 static void
 setup_pass(void *arg)
 {
@@ -1093,18 +1105,14 @@ setup_pass(void *arg)
      * ed_inplace_create reads beside the pool's workers later (filled lazily, they
      * must not be filled there). */
     s->rc = cfg_interior_entries(s->prog, &s->xt, &s->nxt);
-    if (s->rc == 0)
-        s->rc = drv_forkers(s->prog, &s->forkers, &s->nforkers);
-    if (s->rc == 0)
-        s->rc = drv_starters(s->prog, &s->starters, &s->nstarters, &s->taken);
     const uint8_t *marks = s->res->callee_marks;
     if (s->rc == 0)
         s->leave = leaving_procs(s->prog, &s->res->entries, marks);
     if (s->rc == 0 && s->leave == NULL)
         s->rc = QP_ENOMEM;
     if (s->rc == 0)
-        s->rc = plan_by_calls(s->drv, s->prog, s->plan, s->by_calls_ok, marks, s->leave,
-                              &s->solid, &s->by_calls);
+        s->rc = plan_by_calls(s->drv, s->prog, s->plan, s->by_calls_ok, &s->res->entries,
+                              marks, s->leave, &s->solid, &s->by_calls);
 }
 
 static int
@@ -1138,12 +1146,16 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     }
     pass_setup_t su = { drv, prog, plan, res, by_calls_ok, 0, NULL, 0, NULL, NULL, 0, 0,
                         0, NULL, NULL, NULL };
-    populate_job_t pj = { prog, plan, res };
-    if (threads > 1) /* (the item fails never) */
-        (void)qp_parallel_for_beside(threads, 1, 1, populate_item, &pj, setup_pass, &su);
-    else
+    int rc = 0; /* (the lowest item's error: the same for any number of threads) */
+    if (threads > 1)
+        rc = qp_parallel_for_beside(threads, SETUP_ITEMS, 1, setup_item, &su, setup_pass, &su);
+    else {
         setup_pass(&su);
-    int rc = su.rc;
+        for (size_t k = SETUP_FORKERS; rc == 0 && k < SETUP_ITEMS; k++)
+            rc = setup_item(&su, 0, k);
+    }
+    if (su.rc != 0)
+        rc = su.rc;
     uint64_t *exits = NULL, *forkers = su.forkers, *starters = su.starters;
     size_t nexits = 0;
     res->nthread_unseen = su.taken != 0; /* called through a pointer: no hook sees it */

@@ -2536,6 +2536,37 @@ START_TEST(test_qp_edge_counts_bad_files)
 }
 END_TEST
 
+/* drv_carve: every array zeroed, 8-aligned, of its size and apart from the others
+ * (the graphs' per-block arrays of different element sizes, an empty one among them). */
+START_TEST(test_drv_carve)
+{
+    uint64_t *a;
+    uint32_t *b;
+    uint8_t *c, *e;
+    double *d;
+    void **parts[] = { (void **)&a, (void **)&c, (void **)&b, (void **)&e, (void **)&d };
+    const size_t sizes[] = { 3 * sizeof(uint64_t), 5, 7 * sizeof(uint32_t), 0,
+                             2 * sizeof(double) };
+    uint8_t *all = drv_carve(parts, sizes, 5);
+    ck_assert_ptr_nonnull(all);
+    ck_assert_ptr_eq(a, all);
+    uint8_t *p[] = { (uint8_t *)a, c, (uint8_t *)b, e, (uint8_t *)d };
+    for (int k = 0; k < 5; k++) {
+        ck_assert_uint_eq((uintptr_t)p[k] % 8, 0);
+        for (size_t i = 0; i < sizes[k]; i++)
+            ck_assert_uint_eq(p[k][i], 0);
+        if (k > 0) /* after the one before, in order */
+            ck_assert(p[k] >= p[k - 1] + sizes[k - 1]);
+    }
+    memset(a, 0xff, sizes[0]);
+    memset(c, 0xff, sizes[1]);
+    memset(b, 0xff, sizes[2]);
+    memset(d, 0xff, sizes[4]); /* (valgrind: within the allocation) */
+    ck_assert_uint_eq(c[0], 0xff);
+    free(all);
+}
+END_TEST
+
 START_TEST(test_drv_weights_add_get)
 {
     drv_weights_t w = { 0 };
@@ -2687,6 +2718,7 @@ qp_suite(void)
     tc = tcase_create("weights");
     tcase_add_test(tc, test_qp_edge_counts_bad_files);
     tcase_add_test(tc, test_drv_weights_add_get);
+    tcase_add_test(tc, test_drv_carve);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("report");
