@@ -230,6 +230,20 @@ dyn_proc_leave_map(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi,
     const dyn_pc_map_t *map, size_t n, unsigned max_tries);
 
 /*
+ * Every thread parked at the FROM of an entry of MAP (N, sorted by from) moved to its TO,
+ * as though it had taken the jump there: a thread stopped on a patch's jump, or on the
+ * jump in padding that a short jump at an entry leads to, would run the bytes put back
+ * under it (the padding's: another procedure's code) instead. *MOVED (when not NULL)
+ * counts them. 0, QP_EIO, QP_EINVAL when P is not stopped.
+ */
+int
+dyn_proc_move_pcs(dyn_proc_t *p, const dyn_pc_map_t *map, size_t n, unsigned *moved);
+
+/* MAP (N) sorted by from, for dyn_proc_move_pcs and dyn_proc_leave_map. */
+void
+dyn_pc_map_sort(dyn_pc_map_t *map, size_t n);
+
+/*
  * dyn_proc_leave for every thread whose pc is in [LO, HI); *MOVED (when not NULL) counts
  * those that left. 0, or the first error (QP_ERANGE: one is still inside) after trying
  * them all.
