@@ -337,12 +337,13 @@ dyn_proc_guard_retire(dyn_proc_t *p, uint64_t code);
  * before it, the guard's trampoline left as one page of rets (a thread in a signal
  * handler may still return into it: dyn_ptrace_guard.c); dyn_proc_resume then detaches
  * as usual. 0 when P was not followed. A child forked meanwhile whose copy kept the
- * int3 is let go stopped (DYN_EV_CHILD_LEFT): dyn_proc_left_stopped tells it. */
+ * int3 is let go stopped (DYN_EV_CHILD_LEFT): dyn_proc_left_stopped tells each. */
 int
 dyn_proc_unfollow(dyn_proc_t *p);
 
-/* The pid of the last child of P that dyn_proc_unfollow let go stopped (the int3 of the
- * breakpoint still in it: DYN_EV_CHILD_LEFT), cleared by the asking; 0 when none. */
+/* The pid of a child of P that dyn_proc_unfollow let go stopped (the int3 of the
+ * breakpoint still in it: DYN_EV_CHILD_LEFT), the oldest not asked for yet, taken from
+ * P's list (call again for the next); 0 when none. */
 int
 dyn_proc_left_stopped(dyn_proc_t *p);
 
