@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -804,6 +806,36 @@ END_TEST
 #endif
 
 #ifdef ENABLE_DYNAMIC_TESTS
+/* A private variable (the process refuses to open our memfd: qpt_alloc maps memory of
+ * its own) leaves with its values at an execve and stays listed as gone: reading it is
+ * refused, also when the new image has memory at its address. It was dropped from the
+ * list (dynfix2's third finding): the read gave the new image's bytes, silently. */
+START_TEST(test_life_exec_private_var)
+{
+    qpt_space_t *s = spawn("privexec", "3", NULL);
+    ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_EXEC)), 0);
+    qpt_event_t ev;
+    next(s, &ev);
+    ck_assert_int_eq(ev.kind, QPT_EV_EXEC); /* "exec 3", the filter in */
+    uint64_t ctr = count_calls(s, "work");
+    next(s, &ev);
+    ck_assert_int_eq(ev.kind, QPT_EV_EXEC); /* "loop 3" */
+    uint64_t page = ctr & ~(uint64_t)4095, v = 0;
+    uint64_t a[6] = { page, 4096, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, (uint64_t)-1, 0 };
+    int64_t r = 0;
+    ck_assert_msg(qpt_syscall(s, SYS_mmap, a, &r) == 0, "%s", qpt_error(s));
+    ck_assert_msg((uint64_t)r == page, "no memory of the new image at 0x%llx: %lld",
+                  (unsigned long long)page, (long long)r);
+    int rc = qpt_read_memory(s, ctr, &v, 8);
+    ck_assert_msg(rc == QPT_EINVAL && strstr(qpt_error(s), "left the process") != NULL,
+                  "the private variable at 0x%llx after the execve: %d (value %llu) %s",
+                  (unsigned long long)ctr, rc, (unsigned long long)v,
+                  rc < 0 ? qpt_error(s) : "read");
+    qpt_kill(s);
+}
+END_TEST
+
 /* qpt_free of a variable another space's snippet uses is refused, whichever space
  * frees it. MODE 0: through the library's own space (libc's snippet adds to liblife's
  * counter); 1: through the program's space, after the library's space is closed (its
@@ -880,6 +912,7 @@ life_suite(void)
     tcase_add_test(tc, test_life_reload_counters);
     tcase_add_test(tc, test_life_reload_closed_library);
     tcase_add_test(tc, test_life_exec_after_unload_kept);
+    tcase_add_test(tc, test_life_exec_private_var);
     tcase_add_test(tc, test_life_close_library_in_use);
     tcase_add_test(tc, test_life_free_in_use_lib);
     tcase_add_test(tc, test_life_free_in_use_top);
