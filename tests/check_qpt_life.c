@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -836,6 +837,48 @@ START_TEST(test_life_exec_private_var)
 }
 END_TEST
 
+/* A thread stopped on the jump in the padding that a short entry's 2-byte jmp leads to,
+ * when the snippets are taken out, is moved first to where that jump leads: it ran the
+ * bytes put back under it (not shortfn's: the program's sum was wrong, exit 9), as dyn
+ * clean did (tests/dyn-clean.sh (d)). */
+START_TEST(test_life_remove_thread_on_pad)
+{
+    qpt_space_t *s = spawn("short", "300000000", NULL);
+    int pid = qpt_pid(s), st;
+    uint32_t proc;
+    qpt_point_t pt;
+    size_t n;
+    uint8_t b[2] = { 0 };
+    count_calls(s, "shortfn");
+    ck_assert_int_eq(qpt_proc_find(s, "shortfn", &proc), 0);
+    ck_assert_int_eq(qpt_points(s, proc, QPT_ENTRY, &pt, 1, &n), 0);
+    ck_assert_msg(qpt_read_memory(s, pt.addr, b, 2) == 0, "%s", qpt_error(s));
+    ck_assert_msg(b[0] == 0xeb, "shortfn's entry is not a 2-byte jmp: %02x", b[0]);
+    uint64_t pad = pt.addr + 2 + (uint64_t)(int64_t)(int8_t)b[1];
+    ck_assert_int_eq(qpt_run(s), 0);
+    usleep(50000);
+    ck_assert_int_eq(qpt_stop(s), 0);
+    /* Its one thread stepped (we trace it) until it is on the padding's jump. */
+    long steps = 0;
+    for (;; steps++) {
+        struct user_regs_struct regs;
+        ck_assert_int_eq(ptrace(PTRACE_GETREGS, pid, NULL, &regs), 0);
+        if (regs.rip == pad)
+            break;
+        ck_assert_msg(steps < 1000000, "never on the padding's jump");
+        ck_assert_int_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
+        ck_assert_int_eq(waitpid(pid, &st, __WALL), pid);
+        ck_assert(WIFSTOPPED(st));
+    }
+    qpt_close(s); /* the snippets out, the process let go */
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "after the removal with its thread on the padding's jump (%ld steps): %s %d",
+                  steps, WIFSIGNALED(st) ? "killed by signal" : "exit status",
+                  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+END_TEST
+
 /* qpt_free of a variable another space's snippet uses is refused, whichever space
  * frees it. MODE 0: through the library's own space (libc's snippet adds to liblife's
  * counter); 1: through the program's space, after the library's space is closed (its
@@ -913,6 +956,7 @@ life_suite(void)
     tcase_add_test(tc, test_life_reload_closed_library);
     tcase_add_test(tc, test_life_exec_after_unload_kept);
     tcase_add_test(tc, test_life_exec_private_var);
+    tcase_add_test(tc, test_life_remove_thread_on_pad);
     tcase_add_test(tc, test_life_close_library_in_use);
     tcase_add_test(tc, test_life_free_in_use_lib);
     tcase_add_test(tc, test_life_free_in_use_top);

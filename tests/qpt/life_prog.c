@@ -7,7 +7,8 @@
  * calls N times (then dlclose), N such loads in turn ("cycles": the Kth calls it K
  * times), work N times then exit N, or waiting on stdin; "privexec N": an execve into
  * "exec N" with opening a file read-write refused (EPERM, a seccomp filter its execs keep), so that
- * libqpt cannot share memory with it (it opens our memfd so): qpt_alloc's is private.
+ * libqpt cannot share memory with it (it opens our memfd so): qpt_alloc's is private;
+ * "short N": a procedure shorter than a jump called N times (exit 0 when right).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -40,6 +41,15 @@ thread_main(void *arg)
     work((long)arg);
     return NULL;
 }
+
+/* A procedure shorter than a jump, another right after it, and int3s before it (after a
+ * ret): dyn patches its entry with a 2-byte jmp to a jump within its reach (the "short"
+ * mode's). */
+__asm__(".text\n.p2align 4\n.type shortpre,@function\nshortpre:\nret\n.size shortpre,1\n"
+        ".fill 15,1,0xcc\n.globl shortfn\n.type shortfn,@function\nshortfn:\n"
+        "lea 1(%rdi),%eax\nret\n.size shortfn,4\n.type shortnext,@function\nshortnext:\n"
+        "lea 2(%rdi),%eax\nret\n.size shortnext,4\n");
+int shortfn(int x);
 
 /* openat with FLAGS refused (EPERM) from now on, in every later image too: 0, or 1. */
 static int
@@ -83,6 +93,15 @@ main(int argc, char **argv)
         int st;
         waitpid(c, &st, 0);
         return WIFEXITED(st) && WEXITSTATUS(st) == 5 ? 0 : 1;
+    }
+    if (strcmp(what, "short") == 0) { /* shortfn N times: exit 0 when it always added 1 */
+        long sum = 0;
+        for (long i = 1; i <= n; i++)
+            sum += shortfn((int)(i & 0xffff));
+        long want = 0;
+        for (long i = 1; i <= n; i++)
+            want += (i & 0xffff) + 1;
+        return sum == want ? 0 : 9;
     }
     if (strcmp(what, "privexec") == 0) { /* into "exec N", the filter kept */
         if (refuse_openat(O_RDWR | O_CLOEXEC) != 0)
