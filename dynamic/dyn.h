@@ -230,6 +230,20 @@ dyn_proc_leave_map(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi,
     const dyn_pc_map_t *map, size_t n, unsigned max_tries);
 
 /*
+ * Every thread parked at the FROM of an entry of MAP (N, sorted by from) moved to its TO,
+ * as though it had taken the jump there: a thread stopped on a patch's jump, or on the
+ * jump in padding that a short jump at an entry leads to, would run the bytes put back
+ * under it (the padding's: another procedure's code) instead. *MOVED (when not NULL)
+ * counts them. 0, QP_EIO, QP_EINVAL when P is not stopped.
+ */
+int
+dyn_proc_move_pcs(dyn_proc_t *p, const dyn_pc_map_t *map, size_t n, unsigned *moved);
+
+/* MAP (N) sorted by from, for dyn_proc_move_pcs and dyn_proc_leave_map. */
+void
+dyn_pc_map_sort(dyn_pc_map_t *map, size_t n);
+
+/*
  * dyn_proc_leave for every thread whose pc is in [LO, HI); *MOVED (when not NULL) counts
  * those that left. 0, or the first error (QP_ERANGE: one is still inside) after trying
  * them all.
@@ -323,12 +337,13 @@ dyn_proc_guard_retire(dyn_proc_t *p, uint64_t code);
  * before it, the guard's trampoline left as one page of rets (a thread in a signal
  * handler may still return into it: dyn_ptrace_guard.c); dyn_proc_resume then detaches
  * as usual. 0 when P was not followed. A child forked meanwhile whose copy kept the
- * int3 is let go stopped (DYN_EV_CHILD_LEFT): dyn_proc_left_stopped tells it. */
+ * int3 is let go stopped (DYN_EV_CHILD_LEFT): dyn_proc_left_stopped tells each. */
 int
 dyn_proc_unfollow(dyn_proc_t *p);
 
-/* The pid of the last child of P that dyn_proc_unfollow let go stopped (the int3 of the
- * breakpoint still in it: DYN_EV_CHILD_LEFT), cleared by the asking; 0 when none. */
+/* The pid of a child of P that dyn_proc_unfollow let go stopped (the int3 of the
+ * breakpoint still in it: DYN_EV_CHILD_LEFT), the oldest not asked for yet, taken from
+ * P's list (call again for the next); 0 when none. */
 int
 dyn_proc_left_stopped(dyn_proc_t *p);
 

@@ -195,6 +195,7 @@ region_at(const regions_t *r, uint64_t a)
  */
 typedef struct site {
     uint64_t at;
+    uint64_t to; /* where the patch leads (in a region) */
     uint8_t len;
     uint8_t file[JMP_LEN];
 } site_t;
@@ -205,7 +206,7 @@ typedef struct sites {
 } sites_t;
 
 static int
-add_site(sites_t *s, uint64_t at, const uint8_t *file, size_t len)
+add_site(sites_t *s, uint64_t at, uint64_t to, const uint8_t *file, size_t len)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
@@ -216,6 +217,7 @@ add_site(sites_t *s, uint64_t at, const uint8_t *file, size_t len)
         s->cap = cap;
     }
     s->v[s->n].at = at;
+    s->v[s->n].to = to;
     s->v[s->n].len = (uint8_t)len;
     memcpy(s->v[s->n++].file, file, len);
     return 0;
@@ -245,8 +247,9 @@ find_sites(dyn_proc_t *p, const regions_t *r, uint64_t addr, const uint8_t *file
         /* (The file may have a jmp there too: the original code can start with one.) */
         if (mem[i] == 0xe9 && memcmp(mem + i, file + i, JMP_LEN) != 0) {
             memcpy(&rel, mem + i + 1, 4);
-            if (region_at(r, addr + i + JMP_LEN + (uint64_t)(int64_t)rel) != NULL)
-                QP_CHECK(add_site(s, addr + i, file + i, JMP_LEN));
+            uint64_t to = addr + i + JMP_LEN + (uint64_t)(int64_t)rel;
+            if (region_at(r, to) != NULL)
+                QP_CHECK(add_site(s, addr + i, to, file + i, JMP_LEN));
         }
         if (mem[i] != 0xeb || memcmp(mem + i, file + i, 2) == 0)
             continue;
@@ -254,21 +257,47 @@ find_sites(dyn_proc_t *p, const regions_t *r, uint64_t addr, const uint8_t *file
         if (dyn_proc_read(p, at, pad, JMP_LEN) < 0 || pad[0] != 0xe9)
             continue;
         memcpy(&rel, pad + 1, 4);
-        if (region_at(r, at + JMP_LEN + (uint64_t)(int64_t)rel) != NULL)
-            QP_CHECK(add_site(s, addr + i, file + i, 2));
+        uint64_t to = at + JMP_LEN + (uint64_t)(int64_t)rel;
+        if (region_at(r, to) != NULL)
+            QP_CHECK(add_site(s, addr + i, to, file + i, 2));
     }
     return 0;
 }
 
 /*
- * Put the patches of S back to the file's bytes, and empty S (the process is stopped:
- * the order does not matter). *JUMPS counts the jumps, those inside another not.
+ * Every thread parked at a patch of S moved to where the patch leads, as though it had
+ * taken it (move_threads then lets it out of the region): a thread stopped on the jump
+ * in padding that a short entry leads to would otherwise run the padding's own bytes
+ * once they are back (nops into another procedure, whose code then returns to the
+ * caller with a wrong result). A false candidate too: its bytes are in memory, what the
+ * thread would run next. 0, or QP_ENOMEM, QP_EIO.
+ */
+static int
+move_off_sites(dyn_proc_t *p, const sites_t *s)
+{
+    dyn_pc_map_t *v = s->n ? malloc(s->n * sizeof(*v)) : NULL;
+    int rc;
+
+    if (v == NULL)
+        return s->n ? QP_ENOMEM : 0;
+    for (size_t i = 0; i < s->n; i++)
+        v[i] = (dyn_pc_map_t) { s->v[i].at, s->v[i].to };
+    dyn_pc_map_sort(v, s->n);
+    rc = dyn_proc_move_pcs(p, v, s->n, NULL);
+    free(v);
+    return rc;
+}
+
+/*
+ * Put the patches of S back to the file's bytes (threads on them first moved to where
+ * they lead), and empty S (the process is stopped: the order does not matter). *JUMPS
+ * counts the jumps, those inside another not.
  */
 static int
 restore_sites(dyn_proc_t *p, sites_t *s, unsigned *jumps)
 {
     uint64_t end = 0; /* of the last jump counted */
-    int rc = 0;
+    int rc = move_off_sites(p, s);
 
     for (size_t i = 0; i < s->n && rc == 0; i++) {
         const site_t *x = &s->v[i];

@@ -172,13 +172,6 @@ dyn_decoded_free(pt_decoded_t *d)
  * Removing
  */
 
-static int
-pc_map_cmp(const void *a, const void *b)
-{
-    const dyn_pc_map_t *x = a, *y = b;
-    return x->from < y->from ? -1 : x->from > y->from;
-}
-
 /* Every instruction of the installed copies, copy to original, sorted (malloc'd: free
  * it); NULL when there is none or no memory. */
 static dyn_pc_map_t *
@@ -193,9 +186,44 @@ copies_map(const dyn_session_t *s, size_t *n)
     for (size_t i = 0; i < s->npts; i++)
         for (size_t j = 0; s->pts[i].map != NULL && j < s->pts[i].nmap; j++)
             v[k++] = (dyn_pc_map_t) { s->pts[i].map[j].copy, s->pts[i].map[j].orig };
-    qsort(v, k, sizeof(*v), pc_map_cmp);
+    dyn_pc_map_sort(v, k);
     *n = k;
     return v;
+}
+
+/*
+ * Threads parked on the jump in padding of a short entry of the points of the round
+ * (EXITS: the exits', else the others') moved to where it leads, before its bytes go
+ * back: one left there would run the padding's original bytes (another procedure's code,
+ * or nops into it), not its procedure. 0, or QP_EIO.
+ */
+static int
+move_off_pads(dyn_session_t *s, int exits)
+{
+    dyn_pc_map_t *v = NULL;
+    size_t k = 0;
+    int rc;
+
+    for (size_t i = 0; i < s->npts; i++) {
+        const point_t *pt = &s->pts[i];
+        int32_t rel;
+        if (pt->pad == 0 || (pt->kind == PT_EXIT) != exits || pt->pad_patch[0] != 0xe9)
+            continue;
+        if (k % 16 == 0) {
+            dyn_pc_map_t *n = realloc(v, (k + 16) * sizeof(*v));
+            if (n == NULL) {
+                free(v);
+                return QP_ENOMEM;
+            }
+            v = n;
+        }
+        memcpy(&rel, pt->pad_patch + 1, 4);
+        v[k++] = (dyn_pc_map_t) { pt->pad, pt->pad + JMP_LEN + (uint64_t)(int64_t)rel };
+    }
+    dyn_pc_map_sort(v, k);
+    rc = dyn_proc_move_pcs(s->p, v, k, NULL);
+    free(v);
+    return rc;
 }
 
 int
@@ -225,6 +253,8 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
     dyn_pc_map_t *pcs = NULL;
     size_t npcs = 0;
     for (int round = 0; round < 2; round++) {
+        if (move_off_pads(s, round == 1) < 0 && rc == 0)
+            rc = QP_EIO;
         for (size_t i = 0; i < s->npts; i++)
             if ((s->pts[i].kind == PT_EXIT) == (round == 1)
                 && dynp_unpatch(s->p, &s->pts[i], 1) < 0 && rc == 0)

@@ -431,6 +431,7 @@ dyn_proc_destroy(dyn_proc_t *p)
         close(p->memfd);
     free(p->th);
     free(p->tev);
+    free(p->left);
     free(p);
 }
 

@@ -742,6 +742,63 @@ dyn_proc_words(dyn_proc_t *p, size_t scan, uint64_t **out /*OUT*/, size_t *n /*O
     return 0;
 }
 
+/* The entry of MAP (N, sorted by from) whose from is PC, or NULL. */
+static const dyn_pc_map_t *
+pc_map_find(const dyn_pc_map_t *map, size_t n, uint64_t pc)
+{
+    size_t a = 0, b = n;
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (map[mid].from < pc)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a < n && map[a].from == pc ? &map[a] : NULL;
+}
+
+static int
+pc_map_cmp(const void *a, const void *b)
+{
+    const dyn_pc_map_t *x = a, *y = b;
+    return x->from < y->from ? -1 : x->from > y->from;
+}
+
+void
+dyn_pc_map_sort(dyn_pc_map_t *map, size_t n)
+{
+    if (n > 1)
+        qsort(map, n, sizeof(*map), pc_map_cmp);
+}
+
+int
+dyn_proc_move_pcs(dyn_proc_t *p, const dyn_pc_map_t *map, size_t n, unsigned *moved)
+{
+    if (p == NULL || (map == NULL && n != 0) || !p->stopped)
+        return QP_EINVAL;
+    for (size_t i = 0; i < p->nth && n != 0; i++) {
+        struct user_regs_struct regs;
+        const dyn_pc_map_t *m;
+        if (p->th[i].gone)
+            continue;
+        if (ptrace(PTRACE_GETREGS, p->th[i].tid, NULL, &regs) < 0) {
+            if (errno == ESRCH) { /* killed while stopped (exit_group) */
+                p->th[i].gone = 1;
+                continue;
+            }
+            return QP_EIO;
+        }
+        if ((m = pc_map_find(map, n, regs.rip)) == NULL)
+            continue;
+        regs.rip = m->to;
+        if (ptrace(PTRACE_SETREGS, p->th[i].tid, NULL, &regs) < 0)
+            return QP_EIO;
+        if (moved != NULL)
+            (*moved)++;
+    }
+    return 0;
+}
+
 int
 dyn_proc_leave(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_tries)
 {
@@ -770,16 +827,9 @@ dyn_proc_leave_map(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi,
             break;
         }
         /* At an instruction of a copy: on at the same instruction of the original. */
-        size_t a = 0, b = n;
-        while (a < b) {
-            size_t mid = a + (b - a) / 2;
-            if (map[mid].from < regs.rip)
-                a = mid + 1;
-            else
-                b = mid;
-        }
-        if (a < n && map[a].from == regs.rip) {
-            regs.rip = map[a].to;
+        const dyn_pc_map_t *m = pc_map_find(map, n, regs.rip);
+        if (m != NULL) {
+            regs.rip = m->to;
             rc = ptrace(PTRACE_SETREGS, tid, NULL, &regs) < 0 ? QP_EIO : 0;
             break;
         }

@@ -496,11 +496,27 @@ dyn_proc_break_unguarded(const dyn_proc_t *p)
 }
 
 int
+dyn_pt_note_left_stopped(dyn_proc_t *p, int pid)
+{
+    if (p->nleft == p->capleft) {
+        size_t cap = p->capleft ? 2 * p->capleft : 8;
+        int *v = realloc(p->left, cap * sizeof(*v));
+        if (v == NULL)
+            return QP_ENOMEM;
+        p->left = v;
+        p->capleft = cap;
+    }
+    p->left[p->nleft++] = pid;
+    return 0;
+}
+
+int
 dyn_proc_left_stopped(dyn_proc_t *p)
 {
-    int pid = p != NULL ? p->left_stopped : 0;
-    if (p != NULL)
-        p->left_stopped = 0;
+    if (p == NULL || p->nleft == 0)
+        return 0;
+    int pid = p->left[0];
+    memmove(p->left, p->left + 1, --p->nleft * sizeof(*p->left));
     return pid;
 }
 
@@ -546,7 +562,7 @@ dyn_proc_unfollow(dyn_proc_t *p)
         if (take_child(p, p->forks[i], &c) == 0)
             dyn_proc_destroy(c);
         else if (errno == EFAULT)
-            p->left_stopped = p->forks[i];
+            dyn_pt_note_left_stopped(p, p->forks[i]);
     }
     p->nforks = 0;
     /* A thread may still return into the trampoline from a signal handler: its code

@@ -93,7 +93,9 @@ struct dyn_proc {
     int execed;       /* ... an exec was seen while stopping (for dyn_proc_poll) */
     int forks[16];    /* ... forked children seen while stopping (for dyn_proc_poll) */
     int nforks;
-    int left_stopped; /* ... the last of them left stopped (take_child), for the caller */
+    int *left;        /* ... those of them left stopped (take_child), oldest first, until
+                       * the caller takes them (dyn_proc_left_stopped) */
+    size_t nleft, capleft;
     int report_threads; /* ... threads' starts and ends are events (dyn_proc_report_threads) */
     dyn_event_t *tev; /* ... those not yet returned by dyn_proc_poll, oldest first */
     size_t ntev, captev;
@@ -133,6 +135,10 @@ void dyn_pt_follow_seen(dyn_proc_t *p, size_t i, int st);
 int dyn_pt_follow_stop_all(dyn_proc_t *p);
 int dyn_pt_cont_all(dyn_proc_t *p);
 int dyn_pt_detach_stopped(int pid, int tid);
+
+/* Child PID of P left stopped (take_child), noted for dyn_proc_left_stopped. 0, or
+ * QP_ENOMEM (then it is not told). */
+int dyn_pt_note_left_stopped(dyn_proc_t *p, int pid);
 
 /* dyn_ptrace_guard.c: the breakpoint guarded by dyn's life (each commented at its
  * definition). */

@@ -129,5 +129,11 @@ main(int argc, char **argv)
             printf("%12llu  %s\n", (unsigned long long)v, rows[i].name);
     }
     qpt_close(s);
+    /* Children its close let go stopped (forked as it stopped the process for good). */
+    int kids[16];
+    for (size_t n; (n = qpt_children_left_stopped(kids, 16)) > 0;)
+        for (size_t k = 0; k < n; k++)
+            printf("libcount: child %d left stopped: run 'dyn clean %d', then kill -CONT %d\n",
+                   kids[k], kids[k], kids[k]);
     return 0;
 }

@@ -170,17 +170,73 @@ qpt_watch_unguarded(const qpt_space_t *s)
     return dyn_proc_break_unguarded(top->proc);
 }
 
-/* A child dyn_proc_unfollow let go stopped (the loader's int3 still in its copy): said
- * as S's error, QPT_EIO; else 0. */
+/*
+ * The children that unfollowing let go stopped, not yet taken by
+ * qpt_children_left_stopped, oldest first: the spaces they came from may be closed
+ * since (qpt_close unfollows its process). One list for the library, as the calls on a
+ * process come from one thread.
+ */
+static struct {
+    int *v;
+    size_t n, cap;
+} left;
+
+/* The children of S's process that dyn_proc_unfollow let go stopped, onto the list
+ * (without memory for it, one is told only by the return value when it is the first):
+ * the first of them, or 0. */
+static int
+take_left_stopped(qpt_space_t *s)
+{
+    int first = 0, child;
+    while ((child = dyn_proc_left_stopped(s->proc)) != 0) {
+        if (first == 0)
+            first = child;
+        if (left.n == left.cap) {
+            size_t cap = left.cap ? 2 * left.cap : 8;
+            int *v = realloc(left.v, cap * sizeof(*v));
+            if (v == NULL)
+                continue;
+            left.v = v;
+            left.cap = cap;
+        }
+        left.v[left.n++] = child;
+    }
+    return first;
+}
+
+void
+qpt_live_unfollow(qpt_space_t *s)
+{
+    dyn_proc_unfollow(s->proc);
+    take_left_stopped(s);
+}
+
+size_t
+qpt_children_left_stopped(int *pids, size_t max)
+{
+    if (pids == NULL)
+        return 0;
+    size_t k = max < left.n ? max : left.n;
+    memcpy(pids, left.v, k * sizeof(*pids));
+    memmove(left.v, left.v + k, (left.n - k) * sizeof(*left.v));
+    left.n -= k;
+    return k;
+}
+
+/* Children dyn_proc_unfollow let go stopped (the loader's int3 still in their copy):
+ * onto the list, and the first said as S's error, QPT_EIO; else 0. */
 static int
 said_left_stopped(qpt_space_t *s)
 {
-    int child = dyn_proc_left_stopped(s->proc);
+    size_t before = left.n;
+    int child = take_left_stopped(s);
     if (child == 0)
         return 0;
+    size_t more = left.n > before ? left.n - before - 1 : 0;
     return qpt_fail(s, QP_EIO, "child %d left stopped (the loader's int3 could not be "
-                               "taken out of it): run 'dyn clean %d', then kill -CONT %d",
-                    child, child, child);
+                               "taken out of it): run 'dyn clean %d', then kill -CONT %d%s",
+                    child, child, child,
+                    more ? "; others too (qpt_children_left_stopped)" : "");
 }
 
 int

@@ -508,6 +508,7 @@ keep_vars(qpt_space_t *s)
 void
 qpt_live_close(qpt_space_t *s)
 {
+    int followed = s->parent == NULL && s->watch != NULL;
     qpt_watch_free(s);
     while (s->libs != NULL)
         qpt_close(s->libs); /* unlinks it */
@@ -547,6 +548,9 @@ qpt_live_close(qpt_space_t *s)
     free(s->lvars);
     s->lvars = NULL;
     s->nlvars = 0;
+    /* (dyn_proc_destroy would unfollow too, and its children left stopped be lost) */
+    if (followed && p != NULL && (dyn_proc_is_stopped(p) || dyn_proc_stop(p) == 0))
+        qpt_live_unfollow(s);
     if (s->parent == NULL && s->kill_on_close)
         dyn_proc_kill(p);
     else if (s->parent == NULL)

@@ -226,6 +226,9 @@ int qpt_live_new_image(qpt_space_t *s, char *why, size_t whylen);
 void qpt_live_lib_gone(qpt_space_t *l, int gone_all, const char *why);
 /* Live mode: the events' state (qpt_events.c), freed with the space. */
 void qpt_watch_free(qpt_space_t *s);
+/* Stop following the process of S (stopped), every child that leaves stopped put on the
+ * list of qpt_children_left_stopped (qpt_close: no error can say them). */
+void qpt_live_unfollow(qpt_space_t *s);
 /* Whether every qpt_alloc'ed memory of S (and its libraries) is shared with the process's
  * copies (a fork's child adds to it), and dyn's sessions: the child's patches taken out
  * of CHILD (a dyn_proc_t) when not. */

@@ -255,6 +255,13 @@ on_library(qml_live_t *l, const char *name)
 /* Library NAME was unloaded (dlclose): the values of the metrics in it are kept (added to
  * theirs if it is loaded again; an average's kept apart, its focus "... (until dlclose
  * N)"), and those metrics wait for it. */
+void
+qml_warn_left_stopped(qml_live_t *l, int child)
+{
+    qml_warn(l, "child %d left stopped (the loader's int3 could not be taken out of it): "
+                "run 'dyn clean %d', then kill -CONT %d", child, child, child);
+}
+
 static void
 on_unload(qml_live_t *l, const char *name)
 {
@@ -444,9 +451,7 @@ qml_follow(qml_live_t *l, double secs)
             break;
         case QPT_EV_FORK:
             if (ev.child_counted < 0)
-                qml_warn(l, "child %d left stopped (the loader's int3 could not be taken "
-                            "out of it): run 'dyn clean %d', then kill -CONT %d",
-                         ev.tid, ev.tid, ev.tid);
+                qml_warn_left_stopped(l, ev.tid);
             else if (ev.child_counted)
                 l->forks_counted++;
             else

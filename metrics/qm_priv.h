@@ -366,6 +366,9 @@ int qml_sample(qml_live_t *l, char *why, size_t whylen);
 void qml_say(qml_live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A warning for the user in every mode: a note (standard error) even when steering. */
 void qml_warn(qml_live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The warning for a forked child left stopped (QPT_EV_FORK's child_counted -1, or
+ * qpt_children_left_stopped after the close): what its user runs. */
+void qml_warn_left_stopped(qml_live_t *l, int child);
 int qml_set_up_remove(qml_live_t *l, void *arg, char *why, size_t whylen);
 int qml_steer(qml_live_t *l,
               int (*set_up)(qml_live_t *l, void *arg, char *why, size_t whylen),
