@@ -42,8 +42,9 @@ for f in $prog /usr/bin/ls /usr/bin/bash /usr/bin/python3.11 "$top_builddir/tool
         [ "$f" = "$cc1" ] && continue
         for d in none qp trace; do
             # (The output's name is part of it: the profile's name.)
-            "$QPT_REWRITE" --threads=$t --driver=$d "$f" -o "$b.out" >/dev/null 2>&1 &&
-                mv "$b.out" "$b.$d$t" || bad "$f: --driver=$d with $t threads failed"
+            "$QPT_REWRITE" --threads=$t --driver=$d "$f" -o "$b.out" >/dev/null 2>"$b.err" &&
+                mv "$b.out" "$b.$d$t" ||
+                bad "$f: --driver=$d with $t threads failed (exit $?): $(tail -3 "$b.err")"
         done
     done
     for t in 2 3; do
