@@ -537,6 +537,23 @@ set_noreturn_mark(cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
     }
 }
 
+/* Is position K of a circular queue whose entries are [QH, QT) taken? */
+static int
+queued_at(size_t qh, size_t qt, size_t k)
+{
+    return qh <= qt ? k >= qh && k < qt : k >= qh || k < qt;
+}
+
+/* Ask BP's entry block and first edges into the cache (the fixpoint reads them next). */
+static void
+prefetch_cfg(const cfg_bproc_t *bp)
+{
+    if (bp->entry_block < bp->blocks.n)
+        __builtin_prefetch(&bp->blocks.v[bp->entry_block]);
+    if (bp->edges.n > 0)
+        __builtin_prefetch(bp->edges.v);
+}
+
 /*
  * Least fixpoint of "may return", driven by a worklist: a procedure is looked at again
  * only when one of the procedures it calls or jumps to is found to return.
@@ -608,10 +625,14 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
     qt %= n + 1;
     while (qh != qt) {
         uint32_t i = queue[qh];
-        /* The one a few places on, if queued (the queue's order is no array's). */
+        /* The ones a few places on, if queued (the queue's order is no array's): the
+         * procedure, and nearer, the blocks and edges of one asked for before. */
         size_t ahead = (qh + CFG_WALK_AHEAD) % (n + 1);
-        if (qh < qt ? ahead >= qh && ahead < qt : ahead >= qh || ahead < qt)
+        if (queued_at(qh, qt, ahead))
             cfg_bproc_prefetch(b, queue[ahead]);
+        ahead = (qh + CFG_WALK_AHEAD / 2) % (n + 1);
+        if (queued_at(qh, qt, ahead))
+            prefetch_cfg(cfg_bproc_at(b, queue[ahead]));
         qh = (qh + 1) % (n + 1);
         queued[i] = 0;
         if ((rc = nr_deps_pending(b, d, i)) < 0)

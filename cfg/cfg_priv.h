@@ -350,6 +350,27 @@ cfg_bproc_walk(const cfg_builder_t *b, size_t i)
     return cfg_bproc_at(b, i);
 }
 
+/*
+ * For a walk of the procedures in entry order that reads only their noret_sites (most
+ * have some): procedure FAR's line that holds the vector is asked into the cache, and
+ * the sites of procedure NEAR (whose line was asked for earlier). Indices past the last
+ * procedure are ignored. Two misses a procedure overlapped, not waited for in turn.
+ */
+static inline void
+cfg_bproc_prefetch_sites(const cfg_builder_t *b, size_t far, size_t near)
+{
+    if (far < b->procs.n) {
+        const cfg_bproc_t *bp = cfg_bproc_at(b, far);
+        __builtin_prefetch(&bp->noret_sites);
+        __builtin_prefetch((const char *)(&bp->noret_sites + 1) - 1);
+    }
+    if (near < b->procs.n) {
+        const cfg_bproc_t *bp = cfg_bproc_at(b, near);
+        if (bp->noret_sites.n > 0)
+            __builtin_prefetch(bp->noret_sites.v);
+    }
+}
+
 /* A copy of BP in a new slot of B's pool, its id in *ID; 0 or QP_ENOMEM. */
 int cfg_bpool_add(cfg_builder_t *b, const cfg_bproc_t *bp, uint32_t *id /*OUT*/);
 
