@@ -549,9 +549,9 @@ static void
 prefetch_cfg(const cfg_bproc_t *bp)
 {
     if (bp->entry_block < bp->blocks.n)
-        __builtin_prefetch(&bp->blocks.v[bp->entry_block]);
+        qp_prefetch(&bp->blocks.v[bp->entry_block]);
     if (bp->edges.n > 0)
-        __builtin_prefetch(bp->edges.v);
+        qp_prefetch(bp->edges.v);
 }
 
 /*

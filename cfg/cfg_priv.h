@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/qp_pool.h"
+#include "base/qp_prefetch.h"
 #include "base/qp_search.h"
 #include "cfg/cfg.h"
 
@@ -335,7 +336,7 @@ cfg_bproc_prefetch(const cfg_builder_t *b, size_t i)
 {
     const char *p = (const char *)cfg_bproc_at(b, i);
     for (size_t off = 0; off < sizeof(cfg_bproc_t); off += 64)
-        __builtin_prefetch(p + off);
+        qp_prefetch(p + off);
 }
 
 /* cfg_bproc_at for a walk of the procedures in entry order, which is not the pool's:
@@ -361,13 +362,13 @@ cfg_bproc_prefetch_sites(const cfg_builder_t *b, size_t far, size_t near)
 {
     if (far < b->procs.n) {
         const cfg_bproc_t *bp = cfg_bproc_at(b, far);
-        __builtin_prefetch(&bp->noret_sites);
-        __builtin_prefetch((const char *)(&bp->noret_sites + 1) - 1);
+        qp_prefetch(&bp->noret_sites);
+        qp_prefetch((const char *)(&bp->noret_sites + 1) - 1);
     }
     if (near < b->procs.n) {
         const cfg_bproc_t *bp = cfg_bproc_at(b, near);
         if (bp->noret_sites.n > 0)
-            __builtin_prefetch(bp->noret_sites.v);
+            qp_prefetch(bp->noret_sites.v);
     }
 }
 
