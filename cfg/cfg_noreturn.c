@@ -554,6 +554,18 @@ prefetch_cfg(const cfg_bproc_t *bp)
         qp_prefetch(bp->edges.v);
 }
 
+/* prefetch_cfg, unless proc_may_return will answer without walking BP's blocks (a
+ * return found with no call on the way, for these blocks). */
+static void
+prefetch_walked(const cfg_bproc_t *bp)
+{
+    if (bp->ret_direct >> 1 != bp->blocks_ver || bp->blocks_ver == 0 || !(bp->ret_direct & 1))
+        prefetch_cfg(bp);
+}
+
+/* Callers looked at together by find_noreturn (their misses overlapped). */
+#define NR_BATCH 32
+
 /*
  * Least fixpoint of "may return", driven by a worklist: a procedure is looked at again
  * only when one of the procedures it calls or jumps to is found to return.
@@ -588,22 +600,36 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
          * but for those that return whatever they call: they keep "may return" (noted
          * from the queue's end down, to be unmarked after). */
         size_t nkept = 0;
-        for (size_t k = 0; k < qt; k++)
-            for (uint32_t e = d->ix.head[queue[k]]; e != CFG_NONE; e = d->deps.v[e].next) {
-                uint32_t c = d->deps.v[e].who;
-                if (c == CFG_NONE || queued[c] || !nr_may_return(d, c))
-                    continue;
-                queued[c] = 1; /* looked at */
-                int alone = proc_may_return(b, d, c, 1);
-                if (alone < 0) {
-                    rc = alone;
-                    goto out;
+        for (size_t k = 0; k < qt; k++) {
+            uint32_t e = d->ix.head[queue[k]];
+            while (e != CFG_NONE) {
+                /* The callers are looked at a batch at a time, each asked into the cache
+                 * first (a miss each, waited for in turn when looked at one by one). */
+                uint32_t batch[NR_BATCH];
+                size_t m = 0;
+                for (; e != CFG_NONE && m < NR_BATCH; e = d->deps.v[e].next) {
+                    uint32_t c = d->deps.v[e].who;
+                    if (c == CFG_NONE || queued[c] || !nr_may_return(d, c))
+                        continue;
+                    queued[c] = 1; /* looked at */
+                    batch[m++] = c;
+                    cfg_bproc_prefetch(b, c);
                 }
-                if (!alone)
-                    queue[qt++] = c;
-                else
-                    queue[n - ++nkept] = c;
+                for (size_t j = 0; j < m; j++)
+                    prefetch_walked(cfg_bproc_at(b, batch[j]));
+                for (size_t j = 0; j < m; j++) {
+                    int alone = proc_may_return(b, d, batch[j], 1);
+                    if (alone < 0) {
+                        rc = alone;
+                        goto out;
+                    }
+                    if (!alone)
+                        queue[qt++] = batch[j];
+                    else
+                        queue[n - ++nkept] = batch[j];
+                }
             }
+        }
         for (size_t k = 0; k < nkept; k++)
             queued[queue[n - 1 - k]] = 0;
     } else {
