@@ -168,7 +168,7 @@ nr_index_read(const cfg_builder_t *b, nr_index_t *ix)
 {
     memcpy(ix->entry, b->entry.v, b->procs.n * sizeof(uint64_t));
     for (size_t i = 0; i < b->procs.n; i++)
-        ix->end[i] = cfg_bproc_walk(b, i)->p.end;
+        ix->end[i] = cfg_bproc_walk_head(b, i)->p.end;
 }
 
 /* The entry at position I of D's index (qp_bucket_key_fn). */
@@ -559,7 +559,8 @@ prefetch_cfg(const cfg_bproc_t *bp)
 static void
 prefetch_walked(const cfg_bproc_t *bp)
 {
-    if (bp->ret_direct >> 1 != bp->blocks_ver || bp->blocks_ver == 0 || !(bp->ret_direct & 1))
+    int known = bp->ret_direct >> 1 == bp->blocks_ver && bp->blocks_ver != 0;
+    if (!known || !(bp->ret_direct & 1))
         prefetch_cfg(bp);
 }
 

@@ -372,6 +372,19 @@ cfg_bproc_prefetch_sites(const cfg_builder_t *b, size_t far, size_t near)
     }
 }
 
+/* cfg_bproc_walk for a walk that reads only the procedure's entry, extent and flags
+ * (p.entry to p.end, p.flags): only their lines are asked for, not all six. */
+static inline cfg_bproc_t *
+cfg_bproc_walk_head(const cfg_builder_t *b, size_t i)
+{
+    if (i + CFG_WALK_AHEAD < b->procs.n) {
+        const cfg_bproc_t *bp = cfg_bproc_at(b, i + CFG_WALK_AHEAD);
+        qp_prefetch(&bp->p.entry);
+        qp_prefetch(&bp->p.flags);
+    }
+    return cfg_bproc_at(b, i);
+}
+
 /* A copy of BP in a new slot of B's pool, its id in *ID; 0 or QP_ENOMEM. */
 int cfg_bpool_add(cfg_builder_t *b, const cfg_bproc_t *bp, uint32_t *id /*OUT*/);
 
