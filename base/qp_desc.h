@@ -191,17 +191,18 @@ int qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen);
 
 /*
  * The on-disk bytes of D (QP_FORMAT_VERSION, qp_format.h): the header (magic, version,
- * body_size and id filled in here, other fields from D->hdr), then the raw LZMA2 stream of its records
- * and string table. D is validated first (QP_EINVAL when it breaks a rule: call
- * qp_desc_validate to learn which). On success *BUF (malloc'd, the caller frees it)
+ * body_size and id filled in here, other fields from D->hdr), then the LZMA2 streams of
+ * its index (procedures, key call sites, chunk table, strings) and chunks (blocks,
+ * edges, the other call sites). D is validated first (QP_EINVAL when it breaks a rule:
+ * call qp_desc_validate to learn which). On success *BUF (malloc'd, the caller frees it)
  * holds *LEN bytes and ((qp_desc_hdr_t *)*BUF)->id is the id the runtime must write into
  * its profiles. QP_ENOMEM on failure, QP_ERANGE when the body would pass 4 GiB.
  */
 int qp_desc_serialize(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
 
-/* qp_desc_serialize with the chunks (versions 6 and 7) compressed on up to THREADS
- * threads (qp_pool.h; 0 or 1: on the caller's alone): the bytes are the same for any
- * THREADS. */
+/* qp_desc_serialize with the chunks (versions 6 to 8; 8: the index's parts too)
+ * compressed on up to THREADS threads (qp_pool.h; 0 or 1: on the caller's alone): the
+ * bytes are the same for any THREADS. */
 int qp_desc_serialize_threads(const qp_desc_t *d, unsigned threads, uint8_t **buf /*OUT*/,
                               size_t *len /*OUT*/);
 
@@ -209,8 +210,9 @@ int qp_desc_serialize_threads(const qp_desc_t *d, unsigned threads, uint8_t **bu
  * make invalid descriptions with a correct id this way, which parse must refuse). */
 int qp_desc_encode(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
 
-/* qp_desc_encode in format VERSION: QP_FORMAT_VERSION, or the older QP_FORMAT_V6 or
- * QP_FORMAT_V5 that qp still reads (tests make them this way); QP_EINVAL for another. */
+/* qp_desc_encode in format VERSION: QP_FORMAT_VERSION, or the older QP_FORMAT_V7,
+ * QP_FORMAT_V6 or QP_FORMAT_V5 that qp still reads (tests make them this way);
+ * QP_EINVAL for another. */
 int qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf /*OUT*/,
                            size_t *len /*OUT*/);
 

@@ -201,7 +201,7 @@ static int
 decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size_t whylen)
 {
     const qp_desc_hdr_t *h = &out->hdr;
-    int v7 = h->version == QP_FORMAT_VERSION;
+    int v7 = h->version >= QP_FORMAT_V7;
     uint32_t nc = (uint32_t)desc_get_max(b, h->nprocs ? h->nprocs : 1);
     if (b->bad || nc == 0) {
         qp_why(why, whylen, "description index: bad number of chunks");
@@ -282,7 +282,7 @@ validate_chunks(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, cha
                 size_t whylen)
 {
     const qp_desc_hdr_t *h = &d->hdr;
-    int v7 = h->version == QP_FORMAT_VERSION;
+    int v7 = h->version >= QP_FORMAT_V7;
     const qp_desc_keys_t *keys = d->keys;
     uint64_t np = 0, nb = 0, ne = 0, nz = 0, ns = 0;
     uint32_t key = 0; /* the first key site of the chunk */
@@ -363,7 +363,7 @@ validate_index(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, char
             return QP_EFORMAT;
         }
     }
-    if (h->version != QP_FORMAT_VERSION) {
+    if (h->version < QP_FORMAT_V7) {
         QP_CHECK(desc_validate_calls(d, 0, why, whylen));
         return validate_chunks(d, lz, n, why, whylen);
     }
@@ -527,7 +527,7 @@ parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
     uint32_t k = (uint32_t)(c - lz->chunks);
     /* Version 7: its call sites follow (callbytes, 0 before), inflated by need_all only
      * (load_calls). */
-    rbuf_t b = { raw, c->rawsize - c->callbytes, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
+    rbuf_t b = desc_plain_rbuf(raw, c->rawsize - c->callbytes);
     run_t r;
     memset(&r, 0, sizeof(r));
     r.d = d;
@@ -570,7 +570,7 @@ in_ra(const desc_chunk_t *c, uint64_t ra)
 static const qp_desc_call_t *
 calls_in_memory(const qp_desc_t *d, uint32_t *n)
 {
-    if (d->hdr.version == QP_FORMAT_VERSION) {
+    if (d->hdr.version >= QP_FORMAT_V7) {
         *n = d->keys->n;
         return d->keys->calls;
     }
@@ -706,8 +706,8 @@ decode_later(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
 {
     const qp_desc_proc_t *p = &d->procs[lp->proc];
     const uint8_t *bytes = (const uint8_t *)(c->later + c->nlaterp) + lp->at;
-    rbuf_t b = { bytes, lp->nbbytes, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
-    rbuf_t e = { bytes + lp->nbbytes, lp->nebytes, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
+    rbuf_t b = desc_plain_rbuf(bytes, lp->nbbytes);
+    rbuf_t e = desc_plain_rbuf(bytes + lp->nbbytes, lp->nebytes);
     run_t r;
     memset(&r, 0, sizeof(r));
     r.d = d;
@@ -746,8 +746,8 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
      * valid description, but checked as qp_desc_validate does): the whole chunk. */
     uint32_t ncalls;
     const qp_desc_call_t *calls = calls_in_memory(d, &ncalls);
-    for (uint32_t i = d->hdr.version == QP_FORMAT_VERSION ? d->keys->first[proc]
-                                                         : qp_desc_first_call(d, proc);
+    for (uint32_t i = d->hdr.version >= QP_FORMAT_V7 ? d->keys->first[proc]
+                                                     : qp_desc_first_call(d, proc);
          i < ncalls && calls[i].block - p->block < p->nblocks; i++)
         if (qp_call_is_tail(&calls[i]) && calls[i].edge - p->edge >= p->nedges)
             return need_chunk(d, c);
@@ -970,7 +970,7 @@ qp_desc_need_block(const qp_desc_t *d, uint32_t block)
 static const qp_desc_call_t *
 call_in_memory(const qp_desc_t *d, uint32_t call)
 {
-    if (d->lazy == NULL || d->hdr.version != QP_FORMAT_VERSION)
+    if (d->lazy == NULL || d->hdr.version < QP_FORMAT_V7)
         return &d->calls[call];
     const qp_desc_keys_t *k = d->keys;
     uint32_t lo = 0, hi = k->n;
@@ -1100,7 +1100,8 @@ load_calls(qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c)
     }
     uint8_t *raw = NULL;
     QP_CHECK(inflate_chunk(lz, c, 1, &raw));
-    rbuf_t b = { raw, c->rawsize, c->rawsize - c->callbytes, 0, NULL, NULL, 0, 0, LZMA_OK };
+    rbuf_t b = desc_plain_rbuf(raw, c->rawsize);
+    b.off = c->rawsize - c->callbytes;
     run_t r;
     memset(&r, 0, sizeof(r));
     r.d = d;
@@ -1139,7 +1140,7 @@ qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen)
         return 0;
     for (uint32_t k = 0; k < d->lazy->nchunks; k++) {
         int rc = need_chunk(d, &d->lazy->chunks[k]);
-        if (rc == 0 && d->hdr.version == QP_FORMAT_VERSION)
+        if (rc == 0 && d->hdr.version >= QP_FORMAT_V7)
             rc = load_calls(d, d->lazy, &d->lazy->chunks[k]);
         if (rc < 0) {
             qp_why(why, whylen, "%s", d->lazy->why);
@@ -1148,7 +1149,7 @@ qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen)
     }
     /* Version 7: every call site is in the array now; the map gets each one's procedure,
      * and the key sites must be exactly those that the sites make. */
-    if (d->hdr.version == QP_FORMAT_VERSION) {
+    if (d->hdr.version >= QP_FORMAT_V7) {
         qp_entry_map_free(d->by_entry);
         int rc = qp_entry_map_build(d, 1, d->by_entry);
         qp_desc_keys_t *k = NULL;
@@ -1183,28 +1184,36 @@ static int
 parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
          size_t *end, char *why, size_t whylen)
 {
+    /* Version 8: the index's parts, read one after another as one body. */
+    desc_part_t *parts = NULL, whole = { h->body_size, 0, sizeof(*h) };
+    uint32_t nparts = 0;
+    if (h->version >= QP_FORMAT_VERSION)
+        QP_CHECK(desc_get_parts(buf, len, h, &parts, &nparts, why, whylen));
+    const desc_part_t *first = parts != NULL ? &parts[0] : &whole;
     struct qp_desc_lazy *lz = calloc(1, sizeof(*lz));
     lzma_stream z = LZMA_STREAM_INIT;
     size_t win = h->body_size < WINDOW ? h->body_size + 1 : WINDOW;
-    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h->body_size, LZMA_OK };
-    if (lz == NULL || b.win == NULL
-        || desc_unpack_init(&z, h->body_size, h->version) < 0) {
+    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, first->raw, LZMA_OK, parts, nparts,
+        0, (uint64_t)h->body_size - first->raw, buf };
+    if (lz == NULL || b.win == NULL || desc_unpack_init(&z, first->raw, h->version) < 0) {
         free(lz);
         free(b.win);
+        free(parts);
         lzma_end(&z);
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
     lz->buf = buf;
     out->lazy = lz;
-    z.next_in = buf + sizeof(*h);
-    z.avail_in = len - sizeof(*h);
+    z.next_in = buf + first->zoff;
+    z.avail_in = parts != NULL ? first->z : len - first->zoff;
     char rwhy[512] = "";
     int rrc = decode_index(&b, out, lz, rwhy, sizeof(rwhy));
     size_t iend = 0;
     int rc = desc_finish_stream(&b, h, &iend, why, whylen);
     lzma_end(&z);
     free(b.win);
+    free(parts);
     *end = iend;
     if (rc == 0 && rrc == 0) {
         /* The chunks follow the index, back to back. */
@@ -1212,8 +1221,9 @@ parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
             lz->chunks[k].zoff += iend;
         rrc = validate_index(out, lz, len - iend, rwhy, sizeof(rwhy));
         if (rrc == 0
-            && (h->version == QP_FORMAT_VERSION ? desc_keys_index_procs(out, out->keys)
-                                                : index_first_calls(out, lz)) < 0) {
+            && (h->version >= QP_FORMAT_V7 ? desc_keys_index_procs(out, out->keys)
+                                           : index_first_calls(out, lz))
+                < 0) {
             qp_why(rwhy, sizeof(rwhy), "%s", qp_strerror(QP_ENOMEM));
             rrc = QP_ENOMEM;
         }

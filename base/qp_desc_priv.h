@@ -6,8 +6,8 @@
  * state, the varint and zigzag helpers, and the helpers one part calls in another.
  * The parts: qp_desc.c (names, validation, the id, procedures by entry),
  * qp_desc_write.c (key call sites, chunk plan, encoding), qp_desc_read.c (the reader,
- * the header checks, version 5's body), qp_desc_lazy.c (version 6 and later: the index,
- * chunks decoded when asked for).
+ * the header checks, version 8's index parts, version 5's body), qp_desc_lazy.c
+ * (version 6 and later: the index, chunks decoded when asked for).
  * Each helper is described where it is defined; the helpers are listed by file.
  */
 #ifndef QP_DESC_PRIV_H
@@ -56,10 +56,19 @@ enum { RA_PARTS = 4 };
 #define LZMA_SMALL (2u << 20)
 #define LZMA_DICT_MAX (8u << 20)
 
+/* A part of version 8's index (qp_format.h): RAW bytes decompressed from the Z bytes of
+ * its stream at ZOFF in the description. */
+typedef struct desc_part {
+    uint32_t raw;
+    uint32_t z;
+    size_t zoff;
+} desc_part_t;
+
 /*
  * The body being read, inflated a window at a time (a whole body held at once cost
  * chromium's qp 150 MB more at its peak); `bad` once a varint ran past the end or out
- * of range. Without a stream (Z NULL), P holds the whole body.
+ * of range. Without a stream (Z NULL), P holds the whole body. Version 8's index is
+ * read across its parts' streams, one after another, as one body.
  */
 typedef struct rbuf {
     const uint8_t *p;
@@ -70,9 +79,27 @@ typedef struct rbuf {
     size_t winsize;   /* WINDOW, or less for a smaller body */
     uint64_t left;    /* body bytes (header's body_size) not inflated yet */
     lzma_ret zret;    /* the stream's last status (LZMA_OK while it runs) */
+    /* Version 8's index: PARTS[part] is the stream inflating (LEFT its bytes), LATER the
+     * bytes of the parts after it; BUF the description. Version 5 to 7: NPARTS 0. */
+    const desc_part_t *parts;
+    uint32_t nparts, part;
+    uint64_t later;
+    const uint8_t *buf;
 } rbuf_t;
 
 enum { WINDOW = 1u << 20 };
+
+/* A reader of the N plain bytes at P (no stream). */
+static inline rbuf_t
+desc_plain_rbuf(const uint8_t *p, size_t n)
+{
+    rbuf_t r;
+    memset(&r, 0, sizeof(r));
+    r.p = p;
+    r.n = n;
+    r.zret = LZMA_OK;
+    return r;
+}
 
 /* The most bytes a record can take (qp_format.h): a procedure, a block, an edge, a call. */
 enum { MAX_PROC = 64, MAX_BLOCK = 40, MAX_EDGE = 32, MAX_CALL = 32 };
@@ -224,6 +251,11 @@ desc_finish_stream(
     rbuf_t *b, const qp_desc_hdr_t *h, size_t *end, char *why, size_t whylen);
 int
 desc_unpack_init(lzma_stream *z, uint64_t n, uint32_t version);
+uint64_t
+desc_rest(const rbuf_t *r);
+int
+desc_get_parts(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h,
+    desc_part_t **parts, uint32_t *nparts, char *why, size_t whylen);
 int
 desc_parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
     size_t *end, char *why, size_t whylen);
@@ -233,10 +265,5 @@ void
 desc_lazy_free(struct qp_desc_lazy *lz);
 uint32_t
 desc_lazy_first_call(const qp_desc_t *d, uint32_t proc);
-
-/* qp_desc_write.c: how many descriptions' indexes began their stream beside the
- * chunks (for tests: that the early path runs at all). */
-unsigned long
-desc_index_streams_early(void);
 
 #endif

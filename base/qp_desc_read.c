@@ -3,8 +3,8 @@
 
 /*
  * The description (see qp_desc.c), reading untrusted bytes: the buffered varint
- * reader, the record decoders, the header checks of every version read (5 to 7) and
- * version 5's body.
+ * reader, the record decoders, the header checks of every version read (5 to 8), version
+ * 8's index parts and version 5's body.
  */
 #include "base/qp_desc_priv.h"
 
@@ -12,11 +12,49 @@
  * Parsing
  */
 
+/* After every byte R->left promised came: whether R's stream ends there, with nothing
+ * more (LZMA_STREAM_END), else why not (LZMA_BUF_ERROR: more bytes, or the input ended
+ * inside the stream). */
+static lzma_ret
+stream_ends(rbuf_t *r)
+{
+    uint8_t one;
+    r->z->next_out = &one;
+    r->z->avail_out = 1;
+    lzma_ret lr = lzma_code(r->z, LZMA_FINISH);
+    if (lr == LZMA_STREAM_END && r->z->avail_out == 0)
+        return LZMA_BUF_ERROR;
+    return lr == LZMA_OK ? LZMA_BUF_ERROR : lr;
+}
+
+/* Version 8: R's part inflated whole, on to the next one's stream, once the part's
+ * stream ended where its size says (else R->zret says why not). */
+static void
+next_part(rbuf_t *r)
+{
+    const desc_part_t *p = &r->parts[r->part];
+    r->zret = stream_ends(r);
+    if (r->zret == LZMA_STREAM_END && r->z->total_in != p->z)
+        r->zret = LZMA_DATA_ERROR; /* bytes of the part left unread */
+    if (r->zret != LZMA_STREAM_END)
+        return;
+    p++;
+    r->part++;
+    r->later -= p->raw;
+    r->left = p->raw;
+    r->zret = desc_unpack_init(r->z, p->raw, QP_FORMAT_VERSION) < 0 ? LZMA_MEM_ERROR
+                                                                    : LZMA_OK;
+    r->z->next_in = r->buf + p->zoff;
+    r->z->avail_in = p->z;
+}
+
 /* Inflate the next window of R's stream (at most the LEFT bytes the header promises).
  * Returns the bytes now in R->p, 0 at the end or on a stream error (R->zret). */
 static size_t
 refill(rbuf_t *r)
 {
+    if (r->z != NULL && r->left == 0 && r->zret == LZMA_OK && r->part + 1 < r->nparts)
+        next_part(r);
     if (r->z == NULL || r->left == 0 || r->zret != LZMA_OK)
         return 0;
     size_t want = r->left < r->winsize ? (size_t)r->left : r->winsize;
@@ -53,6 +91,13 @@ desc_get_u_slow(rbuf_t *r)
     }
     r->bad = 1;
     return 0;
+}
+
+/* The body bytes of R not read yet. */
+uint64_t
+desc_rest(const rbuf_t *r)
+{
+    return (uint64_t)(r->n - r->off) + r->left + r->later;
 }
 
 /* Copy the next N body bytes of R into OUT; 0, or -1 when fewer are left. */
@@ -227,7 +272,7 @@ int
 desc_get_strtab(rbuf_t *b, const qp_desc_hdr_t *h, qp_desc_t *out, const char *what,
                 char *why, size_t whylen)
 {
-    uint64_t rest = (uint64_t)(b->n - b->off) + b->left;
+    uint64_t rest = desc_rest(b);
     if (rest != h->strtab_size
         || desc_get_bytes(b, (uint8_t *)out->strtab, h->strtab_size) < 0) {
         qp_why(why, whylen, "description %s: %llu bytes after the records, the string "
@@ -267,7 +312,7 @@ static int
 check_index_size(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
 {
     /* Version 7's index holds some of the call sites (at least their count). */
-    int v7 = h->version == QP_FORMAT_VERSION;
+    int v7 = h->version >= QP_FORMAT_V7;
     uint64_t least = 1 + (uint64_t)h->nprocs * 2 + (v7 ? 1 : h->ncalls) + h->strtab_size;
     uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK + 20)
         + MAX_CHUNK + 20 + (uint64_t)h->ncalls * (MAX_CALL + 16 + 5) + h->strtab_size;
@@ -300,8 +345,7 @@ desc_check_header(
         qp_why(why, whylen, "not a qpt description (bad magic)");
         return QP_EFORMAT;
     }
-    if (h->version != QP_FORMAT_VERSION && h->version != QP_FORMAT_V6
-        && h->version != QP_FORMAT_V5) {
+    if (h->version < QP_FORMAT_V5 || h->version > QP_FORMAT_VERSION) {
         qp_why(why, whylen, "description version %u, made by %s qpt: this qp reads versions "
                "%u to %u (rewrite the program again with this qpt-rewrite)", h->version,
                h->version < QP_FORMAT_VERSION ? "an older" : "a newer", QP_FORMAT_V5,
@@ -326,27 +370,71 @@ desc_finish_stream(
     while (refill(b) > 0)
         ;
     lzma_ret lr = b->zret;
-    int more = 0;
-    if (lr == LZMA_OK && b->left == 0) {
+    int early = lr == LZMA_STREAM_END; /* a stream ended before its bytes came */
+    if (lr == LZMA_OK && b->left == 0 && b->later == 0) {
         /* Every promised byte came: the stream must end here, with nothing more. */
-        uint8_t one;
-        b->z->next_out = &one;
-        b->z->avail_out = 1;
-        lr = lzma_code(b->z, LZMA_FINISH);
-        more = b->z->avail_out == 0;
-        if (lr == LZMA_OK && !more)
-            lr = LZMA_BUF_ERROR; /* the input ended without the end of the stream */
+        lr = stream_ends(b);
+        if (lr == LZMA_STREAM_END && b->nparts > 0
+            && b->z->total_in != b->parts[b->part].z)
+            lr = LZMA_DATA_ERROR; /* bytes of the last part left unread */
     }
-    if (lr != LZMA_STREAM_END || more || b->left != 0) {
-        qp_why(why, whylen, "description corrupted or truncated (its body does not "
-               "decompress to the %u bytes its header says: %s)", h->body_size,
-               lr == LZMA_STREAM_END && !more ? "fewer"
-               : lr == LZMA_MEM_ERROR ? "out of memory"
-               : lr == LZMA_BUF_ERROR || more ? "more, or the stream ends early"
-                                              : "bad stream");
+    if (lr != LZMA_STREAM_END || early || b->left != 0 || b->later != 0) {
+        qp_why(why, whylen,
+            "description corrupted or truncated (its body does not "
+            "decompress to the %u bytes its header says: %s)",
+            h->body_size,
+            early                      ? "fewer"
+                : lr == LZMA_MEM_ERROR ? "out of memory"
+                : lr == LZMA_BUF_ERROR ? "more, or the stream ends early"
+                                       : "bad stream");
         return lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_EFORMAT;
     }
-    *end = sizeof(*h) + (size_t)b->z->total_in;
+    *end = (b->nparts > 0 ? b->parts[b->part].zoff : sizeof(*h)) + (size_t)b->z->total_in;
+    return 0;
+}
+
+/*
+ * Version 8: the parts' table after the header H of BUF (LEN bytes) into *PARTS
+ * (malloc'd, *NPARTS of them): their sizes and where each stream starts, every part of at
+ * least a byte each way, their bytes body_size in all, their streams inside BUF.
+ */
+int
+desc_get_parts(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h,
+    desc_part_t **parts, uint32_t *nparts, char *why, size_t whylen)
+{
+    rbuf_t b = desc_plain_rbuf(buf + sizeof(*h), len - sizeof(*h));
+    uint64_t n = desc_get_max(&b, h->body_size);
+    desc_part_t *p = NULL;
+    /* Each part takes two bytes of the table at least: no count the bytes cannot hold. */
+    if (!b.bad && n > 0 && n <= (len - sizeof(*h)) / 2)
+        p = calloc(n, sizeof(*p));
+    if (p == NULL && !b.bad && n > 0 && n <= (len - sizeof(*h)) / 2) {
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    uint64_t raw = 0;
+    for (uint64_t i = 0; p != NULL && i < n && !b.bad; i++) {
+        p[i].raw = (uint32_t)desc_get_max(&b, h->body_size - raw);
+        p[i].z = desc_get_u32(&b);
+        raw += p[i].raw;
+        if (p[i].raw == 0 || p[i].z == 0)
+            b.bad = 1;
+    }
+    uint64_t zoff = sizeof(*h) + b.off;
+    for (uint64_t i = 0; p != NULL && i < n && !b.bad; i++) {
+        p[i].zoff = (size_t)zoff;
+        zoff += p[i].z;
+    }
+    if (p == NULL || b.bad || raw != h->body_size || zoff > len) {
+        free(p);
+        qp_why(why, whylen,
+            "description index: its parts' table is truncated or does not "
+            "fit the %u bytes of the index or the %zu of the description",
+            h->body_size, len);
+        return QP_EFORMAT;
+    }
+    *parts = p;
+    *nparts = (uint32_t)n;
     return 0;
 }
 
@@ -372,7 +460,8 @@ desc_parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t 
 {
     lzma_stream z = LZMA_STREAM_INIT;
     size_t win = h->body_size < WINDOW ? h->body_size + 1 : WINDOW;
-    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h->body_size, LZMA_OK };
+    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h->body_size, LZMA_OK, NULL, 0, 0,
+        0, NULL };
     if (b.win == NULL || desc_unpack_init(&z, h->body_size, h->version) < 0) {
         free(b.win);
         lzma_end(&z);

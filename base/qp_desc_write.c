@@ -5,8 +5,6 @@
  * The description (see qp_desc.c), writing: key call sites, the plan of version 6's
  * chunks, the encoder of every version and the LZMA2 packing.
  */
-#include <stdatomic.h>
-
 #include "base/qp_desc_priv.h"
 #include "base/qp_pool.h"
 
@@ -140,9 +138,10 @@ desc_index_entries(run_t *r)
 void
 desc_entries_done(run_t *r, qp_desc_t *keep)
 {
-    if (keep != NULL && r->entries != NULL && keep->hdr.version == QP_FORMAT_VERSION
+    if (keep != NULL && r->entries != NULL && keep->hdr.version >= QP_FORMAT_V7
         && keep->lazy != NULL) {
-        /* Version 7: no call site's procedure (the key sites have theirs), the kinds. */
+        /* Version 7 and later: no call site's procedure (the key sites have theirs), the
+         * kinds. */
         free(r->entries->slot);
         free(r->entries->call_proc);
         r->entries->slot = NULL;
@@ -421,7 +420,8 @@ chunk_ranges(const qp_desc_t *d, chunk_plan_t *c)
 /*
  * D's chunks into *OUT (*N of them): a chunk ends after a procedure once it holds
  * CHUNK_RECORDS blocks and edges and no later procedure uses a block or an edge before
- * its end. Contents that do not cut that way (or are not valid) make one chunk.
+ * its end. Contents that do not cut that way (or are not valid) make one chunk. Their
+ * ranges (chunk_ranges) are found on the pool, with their records.
  */
 static int
 plan_chunks(const qp_desc_t *d, chunk_plan_t **out, uint32_t *n)
@@ -483,8 +483,6 @@ plan_chunks(const qp_desc_t *d, chunk_plan_t **out, uint32_t *n)
                 = (i + 1 < k ? desc_first_call_at(d, c[i + 1].block) : d->hdr.ncalls)
                 - c[i].call;
         }
-    for (uint32_t i = 0; i < k; i++)
-        chunk_ranges(d, &c[i]);
     free(minb);
     free(mine);
     *out = c;
@@ -610,12 +608,12 @@ encode_index_head(const qp_desc_t *d, const qp_desc_keys_t *keys, uint32_t nc, w
     return w->err ? QP_ENOMEM : 0;
 }
 
-/* The index's tail: the table of chunks C[0..NC) (chunk k's RAW[k] bytes before and Z[k]
- * after compression, CB[k] of them call sites; KEYS: version 7's fields too), then the
- * strings. */
+/* The index's chunks' table: chunks C[0..NC) (chunk k's RAW[k] bytes before and Z[k]
+ * after compression, CB[k] of them call sites; KEYS: version 7's fields too). The
+ * strings follow it in the index. */
 static void
-encode_index_tail(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
-                  uint32_t nc, const size_t *raw, const size_t *z, const size_t *cb, wb_t *w)
+encode_chunk_table(const qp_desc_keys_t *keys, const chunk_plan_t *c, uint32_t nc,
+    const size_t *raw, const size_t *z, const size_t *cb, wb_t *w)
 {
     for (uint32_t k = 0; k < nc; k++) {
         const chunk_plan_t *p = k ? &c[k - 1] : NULL;
@@ -640,7 +638,6 @@ encode_index_tail(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_pl
             wb_uleb(w, cb[k]);
         }
     }
-    wb_put(w, d->strtab, d->hdr.strtab_size);
 }
 
 uint32_t
@@ -681,72 +678,103 @@ pack(const uint8_t *in, size_t n, uint32_t preset, wb_t *w, size_t *zlen)
     return 0;
 }
 
+/* Version 8's index parts (qp_format.h): its head and its strings cut into pieces of at
+ * most this many bytes, each compressed apart on the pool (cc1: 3 and 6 of them). */
+enum { INDEX_PART = 256u << 10 };
+
+/* A piece of the index to compress on its own (version 8): N bytes at P (not owned),
+ * its stream (malloc'd, Z bytes) once packed. */
+typedef struct index_part {
+    const uint8_t *p;
+    size_t n;
+    uint8_t *out;
+    size_t z;
+} index_part_t;
+
 /* The chunks to encode and compress on the pool: chunk k's records (RAW[k] bytes, CB[k]
- * of them call sites, in RECS[k]) become OUT[k] (malloc'd, ZLEN[k] bytes). Each chunk is
- * a stream of its own, so the bytes do not depend on which thread packed it. */
+ * of them call sites, in RECS[k]) become OUT[k] (malloc'd, ZLEN[k] bytes); the NPARTS
+ * index parts, items [0, NPARTS) before the chunks' (the larger first), are compressed
+ * with them. Each is a stream of its own, so the bytes do not depend on which thread
+ * packed it. */
 typedef struct pack_job {
     const qp_desc_t *d;          /* the description */
-    const qp_desc_keys_t *keys;  /* its key call sites (version 7), or NULL */
-    const chunk_plan_t *c;       /* the chunks */
-    uint32_t preset;             /* the LZMA preset of every chunk */
+    const qp_desc_keys_t *keys;  /* its key call sites (version 7 and later), or NULL */
+    chunk_plan_t *c;             /* the chunks (their ranges found with their records) */
+    uint32_t preset;             /* the LZMA preset of every chunk and part */
     wb_t *recs;                  /* chunk k's records */
     size_t *raw, *cb;            /* ... their bytes, and those of call sites */
     uint8_t **out;               /* chunk k's stream (or NULL until packed) */
     size_t *zlen;                /* ... and its bytes */
+    index_part_t *parts;         /* the index's parts packed with the chunks */
+    size_t nparts;
 } pack_job_t;
 
-/* qp_task_fn: encode the records of chunk K of the pack_job_t ARG. */
+/* qp_task_fn: the ranges and the records of chunk K of the pack_job_t ARG (the ranges'
+ * sorts of return addresses took cc1's description 0.1 G instructions before the pool). */
 static int
 encode_one(void *arg, unsigned worker, size_t k)
 {
     (void)worker;
     pack_job_t *j = arg;
+    chunk_ranges(j->d, &j->c[k]);
     encode_chunk(j->d, &j->c[k], j->keys, &j->recs[k], &j->cb[k]);
     j->raw[k] = j->recs[k].len;
     return j->recs[k].err ? QP_ENOMEM : 0;
 }
 
-/* qp_task_fn: pack chunk K of the pack_job_t ARG. */
+/* The stream of N bytes at IN with PRESET into *OUT (malloc'd, *ZLEN bytes). */
 static int
-pack_one(void *arg, unsigned worker, size_t k)
+pack_alone(const uint8_t *in, size_t n, uint32_t preset, uint8_t **out, size_t *zlen)
 {
-    (void)worker;
-    pack_job_t *j = arg;
     wb_t w = { 0 };
-    int rc = pack(j->recs[k].p, j->recs[k].len, j->preset, &w, &j->zlen[k]);
-    free(j->recs[k].p);
-    j->recs[k].p = NULL;
+    int rc = pack(in, n, preset, &w, zlen);
     if (rc < 0) {
         free(w.p);
         return rc;
     }
     uint8_t *p = realloc(w.p, w.len + 1); /* give back pack's room for the worst case */
-    j->out[k] = p != NULL ? p : w.p;
+    *out = p != NULL ? p : w.p;
     return 0;
+}
+
+/* qp_task_fn: pack item K of the pack_job_t ARG: an index part, or a chunk. */
+static int
+pack_one(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    pack_job_t *j = arg;
+    if (k < j->nparts) {
+        index_part_t *x = &j->parts[k];
+        return pack_alone(x->p, x->n, j->preset, &x->out, &x->z);
+    }
+    k -= j->nparts;
+    int rc = pack_alone(j->recs[k].p, j->recs[k].len, j->preset, &j->out[k], &j->zlen[k]);
+    free(j->recs[k].p);
+    j->recs[k].p = NULL;
+    return rc;
 }
 
 /* D's chunks: their records (chunk k's RAW[k] bytes, CB[k] of them call sites), encoded,
  * then compressed, on THREADS threads into Z (ZLEN[k] bytes each, in chunk order
- * whatever the threads; the preset depends on all chunks' records). BESIDE(BESIDE_ARG),
- * when not NULL, runs on the caller's thread while the others compress, RAW and CB
- * known. */
+ * whatever the threads), with the NPARTS index PARTS. The preset: 6 when the chunks'
+ * records and the EXTRA bytes of the index take at most LZMA_SMALL, else 1 (*PRESET). */
 static int
-pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
+pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, chunk_plan_t *c,
     uint32_t nc, unsigned threads, size_t *raw, size_t *cb, size_t *zlen, wb_t *z,
-    void (*beside)(void *beside_arg), void *beside_arg)
+    index_part_t *parts, size_t nparts, size_t extra, uint32_t *preset)
 {
     wb_t *recs = calloc((size_t)nc + 1, sizeof(wb_t));
     uint8_t **out = calloc((size_t)nc + 1, sizeof(uint8_t *));
-    pack_job_t job = { d, keys, c, 0, recs, raw, cb, out, zlen };
+    pack_job_t job = { d, keys, c, 0, recs, raw, cb, out, zlen, parts, nparts };
     int rc = recs == NULL || out == NULL ? QP_ENOMEM : 0;
     if (rc == 0)
         rc = qp_parallel_for(threads, nc, 4, encode_one, &job, NULL);
-    size_t total = 0;
+    size_t total = extra;
     for (uint32_t k = 0; k < nc && rc == 0; k++)
         total += raw[k];
-    job.preset = total <= LZMA_SMALL ? 6 : 1;
+    job.preset = *preset = total <= LZMA_SMALL ? 6 : 1;
     if (rc == 0)
-        rc = qp_parallel_for_beside(threads, nc, 4, pack_one, &job, beside, beside_arg);
+        rc = qp_parallel_for(threads, nparts + nc, 4, pack_one, &job, NULL);
     for (uint32_t k = 0; k < nc && out != NULL; k++) {
         if (rc == 0 && out[k] != NULL)
             wb_put(z, out[k], zlen[k]);
@@ -761,120 +789,28 @@ pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *
     return rc;
 }
 
-/* Feed IN (N bytes) to the raw LZMA2 encoder S, its output appended to W: with ACTION
- * LZMA_RUN, until S took them all; with LZMA_FINISH, to the stream's end. */
-static int
-stream_put(lzma_stream *s, const uint8_t *in, size_t n, lzma_action action, wb_t *w)
+/* Cut N bytes at P into parts of at most INDEX_PART bytes, appended to PARTS (*N_PARTS of
+ * them; room for them all). */
+static void
+cut_parts(const uint8_t *p, size_t n, index_part_t *parts, size_t *nparts)
 {
-    s->next_in = in;
-    s->avail_in = n;
-    for (;;) {
-        size_t room = (size_t)1 << 16, start = w->len;
-        wb_put(w, NULL, room);
-        if (w->err)
-            return QP_ENOMEM;
-        s->next_out = w->p + start;
-        s->avail_out = room;
-        lzma_ret lr = lzma_code(s, action);
-        w->len = start + (room - s->avail_out);
-        if (lr == LZMA_STREAM_END)
-            return 0;
-        if (lr != LZMA_OK)
-            return lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_ERANGE;
-        if (action == LZMA_RUN && s->avail_in == 0)
-            return 0;
+    for (size_t at = 0; at < n; at += INDEX_PART) {
+        index_part_t *x = &parts[(*nparts)++];
+        x->p = p + at;
+        x->n = n - at < INDEX_PART ? n - at : INDEX_PART;
     }
 }
 
-/* What of the dictionary size N an LZMA2 encoder's output depends on, for an input of
- * at most N bytes: the power of two at or above it (the match finder's hash mask and
- * the distance prices; the history and the chains hold the whole input either way). */
-static unsigned
-dict_class(uint32_t n)
-{
-    unsigned k = 0;
-    while (((uint64_t)1 << k) < n)
-        k++;
-    return k;
-}
-
-/*
- * The index's stream begun beside the chunks' compression (cc1: 0.2 s that was the
- * description's last serial step): its head compressed while the chunks are, its tail
- * (the chunks' sizes) fed after. The bytes are those pack makes of the whole index at
- * once: liblzma's encoder (5.4, read in its source; its API promises neither) gives
- * output that does not depend on how its input is cut, and depends on its dictionary
- * only through dict_class; tests/check_qp.c's test_qp_desc_index_stream checks it on
- * the installed liblzma. Another could only give other bytes, still readable (the
- * reader's dictionary is at least the stream's length), and the same for any thread
- * count (whether the stream starts early depends on sizes alone). So the
- * size the index's bounds give (each chunk's stream at most pack's room for it) stands
- * for the final one when both bounds are of one class. Else, and for an index that may
- * be of at most LZMA_SMALL bytes (its preset depends on the chunks' sizes), nothing
- * starts here and the index is packed whole after the chunks. (cc1: a head of 0.7 MB,
- * then 1.4 MB of strings that must follow the chunks' table.)
- */
-static atomic_ulong streams_early; /* desc_index_streams_early's count */
-
-typedef struct index_stream {
-    const qp_desc_t *d;
-    const qp_desc_keys_t *keys;
-    const chunk_plan_t *c;
-    uint32_t nc;
-    const size_t *raw, *cb;  /* the chunks' sizes (pack_chunks' RAW, CB) */
-    const wb_t *head;        /* the index's head (encode_index_head) */
-    lzma_stream s;
-    int started;             /* S holds the head */
-    wb_t z;                  /* the stream so far */
-    int rc;
-} index_stream_t;
-
-/* The index's size when each chunk's stream takes Z bytes (NULL: pack's room for it). */
-static uint64_t
-index_size_with(const index_stream_t *x, const size_t *z)
-{
-    wb_t tail = { 0 };
-    size_t *room = z == NULL ? malloc(((size_t)x->nc + 1) * sizeof(size_t)) : NULL;
-    if (z == NULL && room == NULL)
-        return UINT64_MAX;
-    for (uint32_t k = 0; room != NULL && k < x->nc; k++)
-        room[k] = x->raw[k] + (x->raw[k] >> 3) + 4096; /* (pack's cap) */
-    encode_index_tail(x->d, x->keys, x->c, x->nc, x->raw, z != NULL ? z : room, x->cb, &tail);
-    uint64_t n = tail.err ? UINT64_MAX : x->head->len + tail.len;
-    free(tail.p);
-    free(room);
-    return n;
-}
-
-/* pack_chunks' beside step: the head into the index_stream_t ARG's stream, when it can. */
+/* The header of D's version VERSION, with BODY bytes of index, into OUT. */
 static void
-index_stream_head(void *arg)
+put_header(const qp_desc_t *d, uint32_t version, size_t body, wb_t *out)
 {
-    index_stream_t *x = arg;
-    size_t *none = calloc((size_t)x->nc + 1, sizeof(size_t)); /* 1-byte sizes: the least */
-    uint64_t lo = none != NULL ? index_size_with(x, none) : UINT64_MAX;
-    uint64_t hi = lo != UINT64_MAX ? index_size_with(x, NULL) : UINT64_MAX;
-    free(none);
-    if (lo <= LZMA_SMALL || hi > UINT32_MAX
-        || dict_class(desc_dict_for(lo)) != dict_class(desc_dict_for(hi)))
-        return;
-    lzma_options_lzma o;
-    x->rc = desc_lzma_options(1, &o); /* (more than LZMA_SMALL bytes) */
-    o.dict_size = desc_dict_for(hi);
-    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
-    if (x->rc == 0 && lzma_raw_encoder(&x->s, f) != LZMA_OK)
-        x->rc = QP_ENOMEM;
-    x->started = x->rc == 0;
-    if (x->rc == 0)
-        x->rc = stream_put(&x->s, x->head->p, x->head->len, LZMA_RUN, &x->z);
-    if (x->started)
-        atomic_fetch_add(&streams_early, 1);
-}
-
-unsigned long
-desc_index_streams_early(void)
-{
-    return atomic_load(&streams_early);
+    qp_desc_hdr_t h = d->hdr;
+    memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
+    h.version = version;
+    h.body_size = (uint32_t)body;
+    h.id = 0;
+    wb_put(out, &h, sizeof(h));
 }
 
 /* Version 5 (qp_format.h): one stream of every record. */
@@ -897,12 +833,7 @@ encode_v5(const qp_desc_t *d, wb_t *out)
         put_call(&body, &r, &d->calls[i]);
     wb_put(&body, d->strtab, d->hdr.strtab_size);
     desc_entries_done(&r, NULL);
-    qp_desc_hdr_t h = d->hdr;
-    memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
-    h.version = QP_FORMAT_V5;
-    h.body_size = (uint32_t)body.len;
-    h.id = 0;
-    wb_put(out, &h, sizeof(h));
+    put_header(d, QP_FORMAT_V5, body.len, out);
     int rc = body.err || out->err ? QP_ENOMEM : body.len > UINT32_MAX ? QP_ERANGE : 0;
     /* Version 5's dictionary is always 8 MiB (desc_unpack_init). */
     lzma_options_lzma o;
@@ -937,86 +868,117 @@ qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf, size
     return qp_desc_encode_threads(d, version, 1, buf, len);
 }
 
-int
-qp_desc_encode_threads(const qp_desc_t *d, uint32_t version, unsigned threads, uint8_t **buf,
-                       size_t *len)
+/* Version 8's index part I in the file's order: the head's NHEAD PARTS, the chunks'
+ * TABLE, then the strings' (the PARTS after the head's). */
+static const index_part_t *
+part_in_order(
+    const index_part_t *parts, size_t nhead, const index_part_t *table, size_t i)
 {
-    if (d == NULL || buf == NULL || len == NULL
-        || (version != QP_FORMAT_V5 && version != QP_FORMAT_V6 && version != QP_FORMAT_VERSION))
-        return QP_EINVAL;
-    if (version == QP_FORMAT_V5) {
-        wb_t out = { 0 };
-        int rc = encode_v5(d, &out);
-        if (rc < 0) {
-            free(out.p);
-            return rc;
-        }
-        uint64_t id;
-        qp_desc_id(out.p, out.len, &id);
-        memcpy(out.p + offsetof(qp_desc_hdr_t, id), &id, sizeof(id));
-        *buf = out.p;
-        *len = out.len;
-        return 0;
-    }
+    return i < nhead ? &parts[i] : i == nhead ? table : &parts[i - 1];
+}
+
+/*
+ * Versions 6 to 8 (qp_format.h) of D into OUT, the chunks compressed on THREADS
+ * threads. Version 8's index parts are compressed with them, but for the chunks' table
+ * (their sizes), packed after; 6 and 7 compress the index whole after the chunks.
+ */
+static int
+encode_chunked(const qp_desc_t *d, uint32_t version, unsigned threads, wb_t *out)
+{
     chunk_plan_t *c = NULL;
     uint32_t nc = 0;
     QP_CHECK(plan_chunks(d, &c, &nc));
-    qp_desc_keys_t *keys = NULL; /* version 7: the key sites go in the index */
+    qp_desc_keys_t *keys = NULL; /* version 7 and later: the key sites go in the index */
     size_t *raw = calloc(nc, sizeof(size_t)), *zlen = calloc(nc, sizeof(size_t));
     size_t *cb = calloc(nc, sizeof(size_t));
-    wb_t chunks = { 0 }, index = { 0 }, out = { 0 };
+    wb_t chunks = { 0 }, index = { 0 }, table = { 0 };
+    int v8 = version >= QP_FORMAT_VERSION;
     int rc = raw == NULL || zlen == NULL || cb == NULL ? QP_ENOMEM : 0;
-    if (rc == 0 && version == QP_FORMAT_VERSION)
+    if (rc == 0 && version >= QP_FORMAT_V7)
         rc = desc_keys_from_calls(d, &keys);
     if (rc == 0)
         rc = encode_index_head(d, keys, nc, &index);
-    size_t head = index.len;
-    index_stream_t xs = { d, keys, c, nc, raw, cb, &index, LZMA_STREAM_INIT, 0, { 0 }, 0 };
+    /* Version 8: the head's NHEAD parts and the strings', packed on the pool; the
+     * chunks' table, a part between them, after. */
+    size_t nparts = 0, nhead = 0, strtab = d->hdr.strtab_size;
+    index_part_t *parts = NULL, tpart = { 0 };
+    if (rc == 0 && v8) {
+        parts = calloc(index.len / INDEX_PART + strtab / INDEX_PART + 2, sizeof(*parts));
+        rc = parts == NULL ? QP_ENOMEM : 0;
+    }
+    if (rc == 0 && v8) {
+        cut_parts(index.p, index.len, parts, &nparts);
+        nhead = nparts;
+        cut_parts((const uint8_t *)d->strtab, strtab, parts, &nparts);
+    }
+    uint32_t preset = 1;
     if (rc == 0)
-        rc = pack_chunks(d, keys, c, nc, threads, raw, cb, zlen, &chunks, index_stream_head,
-                         &xs);
+        rc = pack_chunks(d, keys, c, nc, threads, raw, cb, zlen, &chunks, parts, nparts,
+            v8 ? index.len + strtab : 0, &preset);
     if (rc == 0)
-        rc = xs.rc;
-    if (rc == 0)
-        encode_index_tail(d, keys, c, nc, raw, zlen, cb, &index);
-    if (rc == 0 && index.err)
+        encode_chunk_table(keys, c, nc, raw, zlen, cb, v8 ? &table : &index);
+    size_t body = index.len + (v8 ? table.len + strtab : 0);
+    if (rc == 0 && !v8)
+        wb_put(&index, d->strtab, strtab);
+    if (rc == 0 && (index.err || table.err))
         rc = QP_ENOMEM;
-    if (rc == 0 && index.len > UINT32_MAX)
+    if (rc == 0 && (v8 ? body : index.len) > UINT32_MAX)
         rc = QP_ERANGE;
+    put_header(d, version, v8 ? body : index.len, out);
+    if (rc == 0 && v8) {
+        rc = pack_alone(table.p, table.len, preset, &tpart.out, &tpart.z);
+        tpart.n = table.len;
+        wb_uleb(out, nparts + 1);
+        for (size_t i = 0; i <= nparts; i++) {
+            const index_part_t *x = part_in_order(parts, nhead, &tpart, i);
+            wb_uleb(out, x->n);
+            wb_uleb(out, x->z);
+        }
+        for (size_t i = 0; i <= nparts && rc == 0; i++) {
+            const index_part_t *x = part_in_order(parts, nhead, &tpart, i);
+            wb_put(out, x->out, x->z);
+        }
+    } else if (rc == 0) {
+        size_t zindex = 0;
+        rc = pack(index.p, index.len, index.len + chunks.len <= LZMA_SMALL ? 6 : 1, out,
+            &zindex);
+    }
+    if (rc == 0)
+        wb_put(out, chunks.p, chunks.len);
+    if (rc == 0 && out->err)
+        rc = QP_ENOMEM;
+    for (size_t i = 0; i < nparts; i++)
+        free(parts[i].out);
+    free(parts);
+    free(tpart.out);
     desc_keys_free(keys);
     free(cb);
-    qp_desc_hdr_t h = d->hdr;
-    memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
-    h.version = version;
-    h.body_size = (uint32_t)index.len;
-    h.id = 0;
-    wb_put(&out, &h, sizeof(h));
-    size_t zindex = 0;
-    if (rc == 0 && out.err)
-        rc = QP_ENOMEM;
-    if (rc == 0 && xs.started) {
-        rc = stream_put(&xs.s, index.p + head, index.len - head, LZMA_FINISH, &xs.z);
-        wb_put(&out, xs.z.p, xs.z.len);
-    } else if (rc == 0)
-        rc = pack(index.p, index.len, index.len + chunks.len <= LZMA_SMALL ? 6 : 1, &out,
-                  &zindex);
-    lzma_end(&xs.s);
-    free(xs.z.p);
-    if (rc == 0)
-        wb_put(&out, chunks.p, chunks.len);
-    if (rc == 0 && out.err)
-        rc = QP_ENOMEM;
     free(c);
     free(raw);
     free(zlen);
     free(chunks.p);
     free(index.p);
+    free(table.p);
+    return rc;
+}
+
+int
+qp_desc_encode_threads(
+    const qp_desc_t *d, uint32_t version, unsigned threads, uint8_t **buf, size_t *len)
+{
+    if (d == NULL || buf == NULL || len == NULL || version < QP_FORMAT_V5
+        || version > QP_FORMAT_VERSION)
+        return QP_EINVAL;
+    wb_t out = { 0 };
+    int rc = version == QP_FORMAT_V5 ? encode_v5(d, &out)
+                                     : encode_chunked(d, version, threads, &out);
     if (rc < 0) {
         free(out.p);
         return rc;
     }
-    qp_desc_id(out.p, out.len, &h.id);
-    memcpy(out.p + offsetof(qp_desc_hdr_t, id), &h.id, sizeof(h.id));
+    uint64_t id;
+    qp_desc_id(out.p, out.len, &id);
+    memcpy(out.p + offsetof(qp_desc_hdr_t, id), &id, sizeof(id));
     uint8_t *shrunk = realloc(out.p, out.len);
     *buf = shrunk != NULL ? shrunk : out.p;
     *len = out.len;

@@ -31,13 +31,15 @@
 
 #define QP_DESC_MAGIC "QPTDESC1" /* 8 bytes, no NUL */
 #define QP_DESC_SECTION ".qpt.desc"
-#define QP_FORMAT_VERSION 7 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
+#define QP_FORMAT_VERSION 8 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
                              * section no longer loaded; 4: QP_PROC_BY_CALLS; 5: LZMA2, not
                              * zlib; 6: an index and chunks read when needed (below); 7: only
-                             * the key call sites in the index, the others in the chunks.
-                             * qp reads 5, 6 and 7 and refuses other versions. */
+                             * the key call sites in the index, the others in the chunks;
+                             * 8: the index in parts compressed apart (in parallel).
+                             * qp reads 5 to 8 and refuses other versions. */
 #define QP_FORMAT_V5 5
 #define QP_FORMAT_V6 6
+#define QP_FORMAT_V7 7
 
 /*
  * Version 5 on disk: qp_desc_hdr_t (64 bytes, as below), then the body: a raw LZMA2
@@ -120,7 +122,20 @@
  * varints are one byte: about 4 bytes a block or an edge before compression; with
  * everything else (procedures, call sites, strings) 1.4 bytes per block and edge after
  * it (cc1: 4.5 MB for 1.3 million blocks and 2 million edges; zlib, version 4, 4.8 MB;
- * version 2 took 105 MB).
+ * version 2 took 105 MB). *
+ * Version 8 (written since; 5 to 7 are still read) is version 7 but for how the index is
+ * stored: in parts, each a stream of its own (as above: raw LZMA2, the dictionary of its
+ * size), so that the writer compresses them on several threads beside the chunks (one
+ * stream was the description's last serial step: cc1, 0.2 s). After qp_desc_hdr_t, the
+ * parts' table in plain varints (not compressed): nparts (1 .. body_size), then per part
+ * its bytes decompressed (at least 1) and compressed (at least 1); then the parts'
+ * streams back to back, then the chunks' streams as in version 7, then only zero bytes.
+ * The parts' decompressed bytes, one after another, are version 7's index, body_size in
+ * all; where they are cut is the writer's choice (a varint may straddle two parts): it
+ * cuts the index's head (procedures to the exec sites) and its strings into parts of
+ * at most 256 KiB, the chunks' table (known only once the chunks are compressed) a part
+ * of its own; every part and chunk takes preset 6 when the index's head, its strings and
+ * the chunks' records are at most 2 MiB in all, else preset 1.
  */
 
 /* A block or counter index that does not exist: the virtual node X, or "no counter". */

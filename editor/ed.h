@@ -172,6 +172,24 @@ int
 ed_unwind_build_at(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at,
     uint64_t hdr_at, uint32_t flags, ed_unwind_out_t *out /*OUT*/);
 
+/*
+ * The old tables of an image read and checked once for several builds (the rewrite
+ * sizes its tables, then builds them at their address: reading cc1's .eh_frame took as
+ * long as a third of a build). ed_unwind_old_read: 0 (*OUT to free with
+ * ed_unwind_old_free, whatever the tables hold: ed_unwind_build_old says what
+ * ed_unwind_build_at would of them), QP_EINVAL or QP_ENOMEM.
+ * ed_unwind_build_old: ed_unwind_build_at of O's image; the builds from one O run one
+ * after another, each as if alone.
+ */
+typedef struct ed_unwind_old ed_unwind_old_t;
+int
+ed_unwind_old_read(const cfg_image_t *img, ed_unwind_old_t **out /*OUT*/);
+void
+ed_unwind_old_free(ed_unwind_old_t *o);
+int
+ed_unwind_build_old(ed_unwind_old_t *o, const ed_unwind_map_t *m, uint64_t at,
+    uint64_t hdr_at, uint32_t flags, ed_unwind_out_t *out /*OUT*/);
+
 /* A code location that unwind tables name: it must be an instruction boundary. */
 enum {
     ED_LOC_CFA,      /* where the FDE's CFA program changes the rules */

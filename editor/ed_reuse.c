@@ -800,7 +800,7 @@ pack_pieces(ed_plan_t *plan)
         uint64_t size = plan->stubs[k].before == NO_STUB ? plan->stubs[k].len : 0;
         pc[plan->nchunks + k] = piece_key(size, plan->nchunks + k);
     }
-    qp_sort_u64(pc, np);
+    qp_sort_u64_tied(pc, np, 32); /* (the indices ascend) */
     /* Pushed from the last hole down: holes of one room are taken by address. */
     for (size_t h = plan->nholes; h-- > 0;)
         rooms_add(&r, (uint32_t)h, plan->holes[3 * h + 1] - plan->holes[3 * h]);

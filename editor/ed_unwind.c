@@ -873,6 +873,101 @@ ed_unwind_build_ex(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at
     return ed_unwind_build_at(img, m, at, 0, flags, out);
 }
 
+/* The old tables read and checked (ctx_open's CX, or RC: 1 without .eh_frame, else why
+ * they could not be), for builds one after another. */
+struct ed_unwind_old {
+    ctx_t cx;
+    int rc;
+};
+
+int
+ed_unwind_old_read(const cfg_image_t *img, ed_unwind_old_t **out)
+{
+    if (img == NULL || out == NULL)
+        return QP_EINVAL;
+    ed_unwind_old_t *o = malloc(sizeof(*o));
+    if (o == NULL)
+        return QP_ENOMEM;
+    o->rc = ctx_open(&o->cx, img);
+    *out = o;
+    return 0;
+}
+
+void
+ed_unwind_old_free(ed_unwind_old_t *o)
+{
+    if (o == NULL)
+        return;
+    ctx_close(&o->cx);
+    free(o);
+}
+
+/* What a build of CX made cleared, what was read kept: the next build starts as the
+ * first did (build() marks the FDEs it keeps and places the CIEs). */
+static void
+ctx_clear_build(ctx_t *cx)
+{
+    for (size_t i = 0; i < cx->nlsdas; i++)
+        free(cx->lsdas[i].cs.p);
+    free(cx->lsdas);
+    free(cx->lsda_hash);
+    free(cx->patches);
+    free(cx->ents);
+    free(cx->locs);
+    free(cx->spans);
+    free(cx->blob.p);
+    cx->lsdas = NULL;
+    cx->nlsdas = cx->caplsdas = 0;
+    cx->lsda_hash = NULL;
+    cx->hash_cap = 0;
+    cx->patches = NULL;
+    cx->npatches = cx->cappatches = 0;
+    cx->ents = NULL;
+    cx->nents = cx->capents = 0;
+    cx->locs = NULL;
+    cx->nlocs = cx->caplocs = 0;
+    cx->spans = NULL;
+    cx->nspans = cx->capspans = 0;
+    memset(&cx->blob, 0, sizeof(cx->blob));
+    cx->nfde_moved = cx->nfde_failed = cx->nfde_old = cx->nold_refs = 0;
+    cx->collect = cx->locs_oom = 0;
+    cx->why = NULL;
+    for (size_t i = 0; i < cx->nfdes; i++)
+        cx->fdes[i].kept = 0;
+    for (size_t i = 0; i < cx->ncies; i++)
+        cx->cies[i].new_off = SIZE_MAX;
+}
+
+int
+ed_unwind_build_old(ed_unwind_old_t *o, const ed_unwind_map_t *m, uint64_t at,
+    uint64_t hdr_at, uint32_t flags, ed_unwind_out_t *out)
+{
+    if (o == NULL || m == NULL || m->map == NULL || out == NULL
+        || (flags & ~(uint32_t)(ED_UNWIND_ALL | ED_UNWIND_STRICT)) || hdr_at % 4 != 0)
+        return QP_EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (o->rc != 0)
+        return o->rc < 0 ? o->rc : 0;
+    ctx_t *cx = &o->cx;
+    ctx_clear_build(cx);
+    cx->map = m->map;
+    cx->map_end = m->map_end;
+    cx->map_insn = m->map_insn;
+    cx->pieces = m->pieces;
+    cx->arg = m->arg;
+    cx->at = at;
+    cx->hdr_at = hdr_at;
+    cx->flags = flags;
+    int rc = build(cx, out);
+    if (rc < 0) {
+        uint64_t lo = out->fail_lo, hi = out->fail_hi;
+        memset(out, 0, sizeof(*out));
+        out->fail_lo = lo; /* which FDE, for the caller's message */
+        out->fail_hi = hi;
+    }
+    return rc < 0 ? rc : 0;
+}
+
 int
 ed_unwind_build_at(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at,
     uint64_t hdr_at, uint32_t flags, ed_unwind_out_t *out)
@@ -880,28 +975,12 @@ ed_unwind_build_at(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at
     if (img == NULL || m == NULL || m->map == NULL || out == NULL
         || (flags & ~(uint32_t)(ED_UNWIND_ALL | ED_UNWIND_STRICT)) || hdr_at % 4 != 0)
         return QP_EINVAL;
-    memset(out, 0, sizeof(*out));
-    ctx_t cx;
-    int rc = ctx_open(&cx, img);
-    if (rc == 0) {
-        cx.map = m->map;
-        cx.map_end = m->map_end;
-        cx.map_insn = m->map_insn;
-        cx.pieces = m->pieces;
-        cx.arg = m->arg;
-        cx.at = at;
-        cx.hdr_at = hdr_at;
-        cx.flags = flags;
-        rc = build(&cx, out);
-        if (rc < 0) {
-            uint64_t lo = out->fail_lo, hi = out->fail_hi;
-            memset(out, 0, sizeof(*out));
-            out->fail_lo = lo; /* which FDE, for the caller's message */
-            out->fail_hi = hi;
-        }
-    }
-    ctx_close(&cx);
-    return rc < 0 ? rc : 0;
+    ed_unwind_old_t *o = NULL;
+    int rc = ed_unwind_old_read(img, &o);
+    if (rc == 0)
+        rc = ed_unwind_build_old(o, m, at, hdr_at, flags, out);
+    ed_unwind_old_free(o);
+    return rc;
 }
 
 int

@@ -589,9 +589,10 @@ typedef struct unwind_job {
     uint64_t in_place;       /* the bytes of .eh_frame written over the input's */
 } unwind_job_t;
 
-/* Build J's tables: 0, or the QP_E* code of a failure with J's message. */
+/* Build J's tables from its image's OLD ones: 0, or the QP_E* code of a failure with
+ * J's message. */
 static int
-unwind_build(unwind_job_t *j)
+unwind_build_from(unwind_job_t *j, ed_unwind_old_t *old)
 {
     ed_unwind_out_t *u = j->out;
     /* Unwind tables: their size does not depend on where they go; build once to size
@@ -601,7 +602,7 @@ unwind_build(unwind_job_t *j)
     ed_unwind_map_t um
         = { ed_plan_map_state, ed_plan_map_end, ed_plan_map_insn, ed_plan_pieces, j->plan };
     const uint32_t uflags = ED_UNWIND_ALL | ED_UNWIND_STRICT;
-    int rc = ed_unwind_build_ex(j->img, &um, 0, uflags, u);
+    int rc = ed_unwind_build_old(old, &um, 0, 0, uflags, u);
     if (rc < 0) {
         unwind_fail(j->err, j->errlen, rc, u, j->fail);
         return rc;
@@ -616,7 +617,7 @@ unwind_build(unwind_job_t *j)
         size_t size = u->size, hdr_off = u->hdr_off;
         free(u->data);
         memset(u, 0, sizeof(*u));
-        rc = ed_unwind_build_at(j->img, &um, old_eh->vma, old_hdr->vma, uflags, u);
+        rc = ed_unwind_build_old(old, &um, old_eh->vma, old_hdr->vma, uflags, u);
         if (rc == 0 && (u->size != size || u->hdr_off != hdr_off))
             rc = QP_EFORMAT; /* the size must not depend on the address */
         if (rc == 0)
@@ -637,7 +638,7 @@ unwind_build(unwind_job_t *j)
         image_extent(j->img, &lo, &hi);
         rc = ed_image_ops.alloc_near(j->im, lo, hi, size, ED_PROT_R, &j->at);
         if (rc == 0)
-            rc = ed_unwind_build_ex(j->img, &um, j->at, uflags, u);
+            rc = ed_unwind_build_old(old, &um, j->at, 0, uflags, u);
         if (rc == 0 && u->size != size)
             rc = QP_EFORMAT; /* the size must not depend on the address */
         if (rc == 0)
@@ -648,6 +649,21 @@ unwind_build(unwind_job_t *j)
         }
     }
     return 0;
+}
+
+/* Build J's tables (unwind_build_from), the old ones read once for its two builds. */
+static int
+unwind_build(unwind_job_t *j)
+{
+    ed_unwind_old_t *old = NULL;
+    memset(j->out, 0, sizeof(*j->out));
+    int rc = ed_unwind_old_read(j->img, &old);
+    if (rc == 0)
+        rc = unwind_build_from(j, old);
+    else
+        unwind_fail(j->err, j->errlen, rc, j->out, j->fail);
+    ed_unwind_old_free(old);
+    return rc;
 }
 
 /* Build the unwind_job_t ARG's tables (qp_parallel_for_beside's serial step). */

@@ -399,13 +399,14 @@ doc_unpack(const uint8_t *in, size_t n, uint8_t *out, size_t cap, size_t *used)
 
 START_TEST(test_qp_desc_random_rehashed_garbage)
 {
-    /* Random changes to the header and the decompressed index (version 6: the chunks
+    /* Random changes to the header and the decompressed index (version 7: the chunks
      * after it stay as they were), compressed again with a correct id: the decoder and
      * validation alone must keep parse safe. */
     qp_desc_t d;
     sample_desc(&d);
     size_t len;
-    uint8_t *good = raw_serialize(&d, &len);
+    uint8_t *good = NULL; /* version 7: one stream of index (version 8: fuzz_desc) */
+    ck_assert_int_eq(qp_desc_encode_version(&d, QP_FORMAT_V7, &good, &len), 0);
     qp_desc_hdr_t h;
     memcpy(&h, good, sizeof(h));
     size_t n = 64 + h.body_size;
@@ -455,14 +456,14 @@ START_TEST(test_qp_desc_random_rehashed_garbage)
 }
 END_TEST
 
-/* Versions 5 and 6 (the rewriters before) are still read, 7 is written: each one gives
- * back the same description whole, and the same key call sites read lazily (version
- * 7 keeps only those, the other sites in the chunks). many_desc's sites call a procedure
- * that counts its own entry (not key sites); every third one here calls none (a key
- * site). */
+/* Versions 5 to 7 (the rewriters before) are still read, 8 is written: each one gives
+ * back the same description whole, and the same key call sites read lazily (versions
+ * 7 and 8 keep only those, the other sites in the chunks). many_desc's sites call a
+ * procedure that counts its own entry (not key sites); every third one here calls none (a
+ * key site). */
 static void many_desc(qp_desc_t *d, uint32_t np);
 
-START_TEST(test_qp_desc_formats_5_6_7)
+START_TEST(test_qp_desc_formats_5_to_8)
 {
     qp_desc_t d;
     many_desc(&d, 3000);
@@ -473,8 +474,8 @@ START_TEST(test_qp_desc_formats_5_6_7)
     const qp_desc_keys_t *want = qp_desc_keys(&d);
     ck_assert_ptr_nonnull(want);
     ck_assert(want->n > 0 && want->n < d.hdr.ncalls);
-    uint32_t versions[] = { QP_FORMAT_V5, QP_FORMAT_V6, QP_FORMAT_VERSION };
-    for (int v = 0; v < 3; v++) {
+    uint32_t versions[] = { QP_FORMAT_V5, QP_FORMAT_V6, QP_FORMAT_V7, QP_FORMAT_VERSION };
+    for (int v = 0; v < 4; v++) {
         uint8_t *buf;
         size_t len;
         ck_assert_int_eq(qp_desc_encode_version(&d, versions[v], &buf, &len), 0);
@@ -534,67 +535,224 @@ START_TEST(test_qp_desc_threads_same_bytes)
 }
 END_TEST
 
-/* An index of more than 2 MiB (LZMA_SMALL) is compressed while the chunks are, its head
- * beside them and its tail after (qp_desc_write.c: index_stream_t), into the stream that
- * compressing it whole gives: read back from the file and compressed again at once with
- * the writer's options (pack: preset 1, lc 1, lp 0, pb 0, a dictionary of its size), it
- * is the same stream, on 1 and 3 threads. It fails when the stream's bytes depend on how
- * it was fed, or when the head's dictionary (from bounds of the index's size) is of
- * another power of two than the final one: the name's runs of two letters between
- * runs of any bytes make long hash chains that collisions shorten, which liblzma 5.4
- * then compresses otherwise. */
-START_TEST(test_qp_desc_index_stream)
+/* Version 8's parts' table (qp_format.h) of the description BUF: NPARTS, each part's
+ * sizes into RAW and Z (at most MAX), and where the streams start (*AT). */
+static uint32_t
+index_parts(const uint8_t *buf, uint32_t *raw, uint32_t *z, uint32_t max, size_t *at)
+{
+    const uint8_t *p = buf + sizeof(qp_desc_hdr_t);
+    uint64_t v[2 * 64 + 1];
+    uint32_t nv = 0;
+    for (uint32_t want = 1; nv < want; nv++) {
+        unsigned shift = 0;
+        v[nv] = 0;
+        do
+            v[nv] |= (uint64_t)(*p & 0x7f) << shift, shift += 7;
+        while (*p++ & 0x80);
+        if (nv == 0) {
+            ck_assert_uint_le(v[0], max);
+            want = 1 + 2 * (uint32_t)v[0];
+        }
+    }
+    for (uint32_t i = 0; i < v[0]; i++) {
+        raw[i] = (uint32_t)v[1 + 2 * i];
+        z[i] = (uint32_t)v[2 + 2 * i];
+    }
+    *at = (size_t)(p - buf);
+    return (uint32_t)v[0];
+}
+
+/* The stream at IN (at most N bytes) decompressed whole into OUT (CAP bytes), as the
+ * writer packs each part (raw LZMA2, lc 1, lp 0, pb 0, a dictionary of its size): its
+ * bytes; *USED, the stream's. */
+static size_t
+unpack_part(const uint8_t *in, size_t n, uint8_t *out, size_t cap, size_t *used)
+{
+    lzma_options_lzma o;
+    ck_assert(!lzma_lzma_preset(&o, 6));
+    o.lc = 1;
+    o.lp = 0;
+    o.pb = 0;
+    o.dict_size = cap < LZMA_DICT_SIZE_MIN ? LZMA_DICT_SIZE_MIN : (uint32_t)cap;
+    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+    size_t in_pos = 0, got = 0;
+    ck_assert_int_eq(
+        lzma_raw_buffer_decode(f, NULL, in, &in_pos, n, out, &got, cap), LZMA_OK);
+    *used = in_pos;
+    return got;
+}
+
+/* Version 8's index is cut into parts compressed apart on the pool (its head and
+ * strings of more than 256 KiB: several parts each), the bytes the same on 1 and 3
+ * threads; the parts decompressed one after another are version 7's index, byte for
+ * byte, and it reads back. Fails when a part's stream depends on the thread that packed
+ * it, or the parts do not join into the index version 7 holds in one stream. */
+START_TEST(test_qp_desc_index_parts)
 {
     qp_desc_t d;
     many_desc(&d, 4000);
-    enum { NAME = 2300000 }; /* the strings, at the index's end, exceed LZMA_SMALL */
+    enum { NAME = 700000 }; /* the strings, at the index's end: three parts */
     char *s = malloc(NAME + 1);
     ck_assert_ptr_nonnull(s);
     uint32_t x = 1;
     for (size_t i = 0; i < NAME; i++) {
         x = x * 1103515245u + 12345u;
-        s[i] = (char)((i / 16) & 1 ? (x >> 16) % 255 + 1 : (uint32_t)"ab"[(x >> 16) & 1]);
+        s[i] = (char)((x >> 16) % 255 + 1);
     }
     s[NAME] = '\0';
     ck_assert_int_eq(qp_desc_add_string(&d, s, &d.procs[1].name), 0);
     free(s);
+    uint8_t *v7, *one = NULL;
+    size_t len7, len1 = 0;
+    ck_assert_int_eq(qp_desc_encode_version(&d, QP_FORMAT_V7, &v7, &len7), 0);
+    const qp_desc_hdr_t *h7 = (const qp_desc_hdr_t *)v7;
+    uint32_t body = h7->body_size;
+    uint8_t *want = malloc(body), *got = malloc(body);
+    ck_assert(want != NULL && got != NULL);
+    size_t used = 0;
+    ck_assert_uint_eq(
+        unpack_part(v7 + sizeof(*h7), len7 - sizeof(*h7), want, body, &used), body);
     for (unsigned t = 1; t <= 3; t += 2) {
         uint8_t *buf;
         size_t len;
-        unsigned long early = desc_index_streams_early();
         ck_assert_int_eq(qp_desc_serialize_threads(&d, t, &buf, &len), 0);
-        /* the index began beside the chunks: the path this test is about ran */
-        ck_assert_uint_eq(desc_index_streams_early(), early + 1);
         const qp_desc_hdr_t *h = (const qp_desc_hdr_t *)buf;
-        uint32_t body = h->body_size;
-        ck_assert_uint_gt(body, 2u << 20);
-        lzma_options_lzma o;
-        ck_assert(!lzma_lzma_preset(&o, 1));
-        o.lc = 1;
-        o.lp = 0;
-        o.pb = 0;
-        o.dict_size = body;
-        lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
-        uint8_t *index = malloc(body);
-        size_t cap = body + (body >> 3) + 4096, in = 0, got = 0, z = 0;
-        uint8_t *again = malloc(cap);
-        ck_assert(index != NULL && again != NULL);
-        ck_assert_int_eq(lzma_raw_buffer_decode(f, NULL, buf + sizeof(*h), &in, len - sizeof(*h),
-                                                index, &got, body), LZMA_OK);
-        ck_assert_uint_eq(got, body);
-        ck_assert_int_eq(lzma_raw_buffer_encode(f, NULL, index, body, again, &z, cap), LZMA_OK);
-        ck_assert_uint_eq(z, in);
-        ck_assert_msg(memcmp(again, buf + sizeof(*h), z) == 0, "%u threads: another stream", t);
-        qp_desc_t back;
-        char why[256] = "";
-        ck_assert_msg(qp_desc_parse(buf, len, &back, why, sizeof(why)) == 0, "%s", why);
-        ck_assert_uint_eq(back.hdr.strtab_size, d.hdr.strtab_size);
-        ck_assert_int_eq(memcmp(back.strtab, d.strtab, d.hdr.strtab_size), 0);
-        qp_desc_free(&back);
-        free(again);
-        free(index);
-        free(buf);
+        ck_assert_uint_eq(h->version, QP_FORMAT_VERSION);
+        ck_assert_uint_eq(h->body_size, body);
+        uint32_t raw[64], z[64];
+        size_t at = 0, off = 0;
+        uint32_t n = index_parts(buf, raw, z, 64, &at);
+        ck_assert_uint_ge(n, 5); /* the head's, the table's, three of strings */
+        for (uint32_t i = 0; i < n; i++) {
+            ck_assert_uint_le(off + raw[i], body);
+            ck_assert_uint_eq(
+                unpack_part(buf + at, z[i], got + off, raw[i], &used), raw[i]);
+            ck_assert_uint_eq(used, z[i]);
+            at += z[i];
+            off += raw[i];
+        }
+        ck_assert_uint_eq(off, body);
+        ck_assert_msg(memcmp(got, want, body) == 0, "%u threads: another index", t);
+        if (one == NULL) {
+            one = buf;
+            len1 = len;
+        } else {
+            ck_assert_uint_eq(len, len1);
+            ck_assert_msg(memcmp(buf, one, len) == 0, "%u threads: other bytes", t);
+            free(buf);
+        }
     }
+    qp_desc_t back;
+    char why[256] = "";
+    ck_assert_msg(qp_desc_parse(one, len1, &back, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_uint_eq(back.hdr.strtab_size, d.hdr.strtab_size);
+    ck_assert_int_eq(memcmp(back.strtab, d.strtab, d.hdr.strtab_size), 0);
+    ck_assert_int_eq(memcmp(back.procs, d.procs, d.hdr.nprocs * sizeof(*d.procs)), 0);
+    qp_desc_free(&back);
+    free(one);
+    free(got);
+    free(want);
+    free(v7);
+    qp_desc_free(&d);
+}
+END_TEST
+
+/* sample_desc as main's qpt-rewrite wrote it before version 8 (version 7, e5a84da): a
+ * description in an instrumented file of then, which this qp must still read. */
+static const uint8_t sample_v7[] = { 0x51, 0x50, 0x54, 0x44, 0x45, 0x53, 0x43, 0x31, 0x07,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xcb, 0x8b, 0x76, 0x35, 0xe6, 0x2b, 0xba,
+    0xf9, 0x00, 0x50, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x02,
+    0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00,
+    0x00, 0x02, 0x00, 0x00, 0x00, 0x3a, 0x00, 0x00, 0x00, 0x65, 0x00, 0x00, 0x00, 0xe0,
+    0x00, 0x64, 0x00, 0x5d, 0x01, 0x00, 0x00, 0x93, 0x99, 0xac, 0x69, 0x70, 0x4c, 0x21,
+    0x25, 0x4d, 0x81, 0x9f, 0x47, 0xac, 0xea, 0xfd, 0xa2, 0x11, 0xe3, 0x7e, 0x4c, 0x87,
+    0x33, 0x5c, 0x45, 0x0a, 0x1b, 0xb0, 0x20, 0x06, 0x8e, 0xae, 0x6d, 0xeb, 0x11, 0x6c,
+    0x64, 0x35, 0xd2, 0xe7, 0x48, 0xdc, 0xd4, 0x9f, 0xb2, 0x0f, 0x80, 0xca, 0x41, 0x32,
+    0xfd, 0xd1, 0xbf, 0x2e, 0x32, 0xbf, 0xb0, 0x68, 0x1e, 0xbe, 0xe7, 0x68, 0x14, 0x8b,
+    0xe5, 0x65, 0x67, 0xaf, 0x7b, 0xf1, 0x7d, 0xfa, 0xd5, 0x49, 0x0c, 0xc3, 0x81, 0x3a,
+    0xbf, 0xb6, 0xf9, 0x4e, 0xb8, 0x58, 0xdd, 0x1c, 0x55, 0x02, 0x1a, 0xe2, 0xe3, 0x46,
+    0x00, 0x00, 0x01, 0x00, 0x27, 0x08, 0x80, 0x40, 0x04, 0x0c, 0x18, 0x05, 0x10, 0x16,
+    0x06, 0x08, 0x14, 0x07, 0x82, 0x01, 0x00, 0x01, 0x00, 0x15, 0x01, 0x03, 0xaa, 0x40,
+    0x04, 0x03, 0x03, 0x02, 0x01, 0x05, 0x00, 0x18, 0x03, 0x00, 0x1c, 0x03, 0x00, 0x21,
+    0x06, 0x0a, 0x00, 0x00 };
+
+/* The old file reads back whole and lazily as the description it was made from, and the
+ * version 7 writer (kept for tests) still makes its bytes. Fails when the reader takes a
+ * version 7 index for version 8's parts, or the writer's version 7 changed. */
+START_TEST(test_qp_desc_reads_version_7_file)
+{
+    qp_desc_t d, back, lazy;
+    sample_desc(&d);
+    char why[256] = "";
+    ck_assert_uint_eq(((const qp_desc_hdr_t *)sample_v7)->version, QP_FORMAT_V7);
+    ck_assert_msg(
+        qp_desc_parse(sample_v7, sizeof(sample_v7), &back, why, sizeof(why)) == 0, "%s",
+        why);
+    ck_assert_int_eq(memcmp(back.procs, d.procs, d.hdr.nprocs * sizeof(*d.procs)), 0);
+    ck_assert_int_eq(memcmp(back.blocks, d.blocks, d.hdr.nblocks * sizeof(*d.blocks)), 0);
+    ck_assert_int_eq(memcmp(back.edges, d.edges, d.hdr.nedges * sizeof(*d.edges)), 0);
+    ck_assert_int_eq(memcmp(back.calls, d.calls, d.hdr.ncalls * sizeof(*d.calls)), 0);
+    ck_assert_int_eq(memcmp(back.strtab, d.strtab, d.hdr.strtab_size), 0);
+    ck_assert_msg(
+        qp_desc_parse_lazy(sample_v7, sizeof(sample_v7), &lazy, why, sizeof(why)) == 0,
+        "%s", why);
+    ck_assert_msg(qp_desc_need_all(&lazy, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(memcmp(lazy.calls, d.calls, d.hdr.ncalls * sizeof(*d.calls)), 0);
+    uint8_t *again;
+    size_t len;
+    ck_assert_int_eq(qp_desc_encode_version(&d, QP_FORMAT_V7, &again, &len), 0);
+    ck_assert_uint_eq(len, sizeof(sample_v7));
+    ck_assert_int_eq(memcmp(again, sample_v7, len), 0);
+    free(again);
+    qp_desc_free(&lazy);
+    qp_desc_free(&back);
+    qp_desc_free(&d);
+}
+END_TEST
+
+/* Version 8's parts' table is checked against the index's size and the bytes: no parts,
+ * a part's sizes changed either way, each refused (the id made right). Fails when a
+ * table that does not fit is read past, or a part's unread bytes are taken. */
+START_TEST(test_qp_desc_index_parts_checked)
+{
+    qp_desc_t d, back;
+    sample_desc(&d);
+    size_t len;
+    uint8_t *good = raw_serialize(&d, &len);
+    uint32_t raw[64], z[64];
+    size_t at = 0;
+    ck_assert_uint_eq(index_parts(good, raw, z, 64, &at), 3); /* head, table, strings */
+    ck_assert(raw[0] < 127 && z[0] < 127 && at == sizeof(qp_desc_hdr_t) + 7);
+    struct {
+        size_t off;
+        int delta; /* added at OFF, taken from OFF + 2 (a next part's field) if MOVE */
+        int move;
+        const char *why;
+    } bad[] = {
+        { 64, -3, 0, "parts' table" }, /* no parts */
+        { 64, +1, 0, "parts' table" }, /* a fourth part: the first stream's bytes */
+        { 65, +1, 0, "parts' table" }, /* more bytes than the index's */
+        { 65, -1, 1, "corrupted or truncated" }, /* the head's stream gives more */
+        { 66, -1, 1, "corrupted or truncated" }, /* its stream cut short */
+        { 66, +1, 1, "corrupted or truncated" }, /* a byte of it left unread */
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        uint8_t *b = malloc(len);
+        ck_assert_ptr_nonnull(b);
+        memcpy(b, good, len);
+        b[bad[k].off] = (uint8_t)(b[bad[k].off] + bad[k].delta);
+        if (bad[k].move)
+            b[bad[k].off + 2] = (uint8_t)(b[bad[k].off + 2] - bad[k].delta);
+        rehash(b, len);
+        char why[256] = "";
+        ck_assert_msg(qp_desc_parse(b, len, &back, why, sizeof(why)) == QP_EFORMAT,
+            "change %zu read", k);
+        ck_assert_msg(strstr(why, bad[k].why) != NULL, "change %zu: %s", k, why);
+        free(b);
+    }
+    ck_assert_int_eq(qp_desc_parse(good, len, &back, NULL, 0), 0);
+    qp_desc_free(&back);
+    free(good);
     qp_desc_free(&d);
 }
 END_TEST
@@ -623,8 +781,9 @@ START_TEST(test_qp_desc_versions_and_sizes)
     memcpy(b + 8, &v, 4);
     rehash(b, len);
     ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
-    ck_assert_msg(strstr(why, "newer") != NULL && strstr(why, "reads versions 5 to 7") != NULL,
-                  "%s", why);
+    ck_assert_msg(
+        strstr(why, "newer") != NULL && strstr(why, "reads versions 5 to 8") != NULL,
+        "%s", why);
     v = QP_FORMAT_VERSION;
     memcpy(b + 8, &v, 4);
     /* Counts its few bytes could not hold are refused before anything is allocated. */
@@ -2482,9 +2641,11 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_validation_rules);
     tcase_add_test(tc, test_qp_desc_random_rehashed_garbage);
     tcase_add_test(tc, test_qp_desc_versions_and_sizes);
-    tcase_add_test(tc, test_qp_desc_formats_5_6_7);
+    tcase_add_test(tc, test_qp_desc_formats_5_to_8);
     tcase_add_test(tc, test_qp_desc_threads_same_bytes);
-    tcase_add_test(tc, test_qp_desc_index_stream);
+    tcase_add_test(tc, test_qp_desc_index_parts);
+    tcase_add_test(tc, test_qp_desc_index_parts_checked);
+    tcase_add_test(tc, test_qp_desc_reads_version_7_file);
     tcase_add_test(tc, test_drv_entries);
     tcase_add_test(tc, test_qp_desc_lazy);
     tcase_add_test(tc, test_qp_zero_summaries_threads);

@@ -958,6 +958,41 @@ START_TEST(test_unwind_size_independent_of_address)
 }
 END_TEST
 
+/* Builds one after another from one read of the old tables (ed_unwind_build_old, the
+ * rewrite's sizing and final builds) give each the bytes and counts it gives alone, the
+ * flags and addresses changing between them. Fails when a build leaves state for the
+ * next (FDEs marked kept, CIEs placed in the blob before, LSDAs, table entries). */
+START_TEST(test_unwind_builds_from_one_read)
+{
+    tmap_t m;
+    cfg_image_t *img = open_prog(_i, &m, MAP_SPREAD);
+    uint64_t at = blob_addr(img);
+    const uint64_t ats[4] = { 0, at, at + 8, 0 };
+    const uint32_t flags[4] = { ED_UNWIND_ALL, 0, ED_UNWIND_ALL, 0 };
+    ed_unwind_map_t um = { tmap_fn, NULL, NULL, NULL, &m };
+    ed_unwind_old_t *old = NULL;
+    ck_assert_int_eq(ed_unwind_old_read(img, &old), 0);
+    for (int k = 0; k < 4; k++) {
+        ed_unwind_out_t got, want;
+        ck_assert_int_eq(ed_unwind_build_old(old, &um, ats[k], 0, flags[k], &got), 0);
+        ck_assert_int_eq(ed_unwind_build_ex(img, &um, ats[k], flags[k], &want), 0);
+        ck_assert_uint_gt(want.size, 0);
+        ck_assert_uint_eq(got.size, want.size);
+        ck_assert_msg(
+            memcmp(got.data, want.data, want.size) == 0, "build %d: other bytes", k);
+        ck_assert_uint_eq(got.eh_frame_size, want.eh_frame_size);
+        ck_assert_uint_eq(got.nfde_moved, want.nfde_moved);
+        ck_assert_uint_eq(got.nfde_old, want.nfde_old);
+        ck_assert_uint_eq(got.nlsda_moved, want.nlsda_moved);
+        ck_assert_uint_eq(got.nold_refs, want.nold_refs);
+        free(got.data);
+        free(want.data);
+    }
+    ed_unwind_old_free(old);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 START_TEST(test_unwind_all_copies_every_fde)
 {
     /* ED_UNWIND_ALL: the blob's .eh_frame part replaces the old section completely. */
@@ -1907,6 +1942,7 @@ unwind_suite(void)
     tcase_add_loop_test(tc, test_unwind_libgcc_finds_new_fdes, 0, nbuilt);
     tcase_add_loop_test(tc, test_unwind_landing_pads_listed, 0, nprogs);
     tcase_add_loop_test(tc, test_unwind_size_independent_of_address, 0, nprogs);
+    tcase_add_loop_test(tc, test_unwind_builds_from_one_read, 0, nprogs);
     tcase_add_loop_test(tc, test_unwind_all_copies_every_fde, 0, nprogs);
     if (nprogs)
         tcase_add_test(tc, test_unwind_hole_takes_next_location);

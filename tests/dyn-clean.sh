@@ -70,6 +70,7 @@ dp=$(cat "$dir/c.pid")
 kill -9 "$dp"
 sleep 0.2
 if [ "$(sed 's/.*) //' /proc/"$dp"/stat | cut -c1)" = Z ]; then
+    wait_untraced $tpid
     "$DYN" clean $tpid >"$dir/c.clean" 2>&1 || bad "(c) dyn clean: $(cat "$dir/c.clean")"
     grep -q 'jumps put back' "$dir/c.clean" || bad "(c) dyn clean: $(cat "$dir/c.clean")"
     [ "$before" = "$(text_of $tpid)" ] || bad "(c) the code differs after dyn clean"
@@ -103,6 +104,7 @@ kill_at() {
     { strace -f -o /dev/null -e trace=pwrite64 -e inject=pwrite64:signal=KILL:when=$_n \
         "$DYN" attach $tpid "$@" --duration 0.2 >/dev/null 2>"$dir/b.err"; } 2>/dev/null
     [ $? -eq 137 ] && kills=$((kills + 1))
+    wait_untraced $tpid
     "$DYN" clean $tpid >"$dir/b.clean" 2>&1 || bad "(b) $* #$_n: dyn clean: $(cat "$dir/b.clean")"
     [ "$_before" = "$(text_of $tpid)" ] ||
         bad "(b) $* killed at write #$_n: the code differs after dyn clean: $(cat "$dir/b.clean")"

@@ -69,25 +69,12 @@ parse_one(const uint8_t *data, size_t size)
     qp_desc_free(&d);
 }
 
-/* DATA as a header and a decompressed body (version 7: the index; the chunks it names
- * are missing, so mutations reach the index's decoder and checks): compressed
- * (qp_format.h: raw LZMA2, lc 1, lp 0, pb 0, preset 0's dictionary: no match reaches
- * further back than the decoder's, the body's size), its size and id made right. */
-static void
-parse_inflated(const uint8_t *data, size_t size)
+/* N bytes at IN as a raw LZMA2 stream (qp_format.h: lc 1, lp 0, pb 0, preset 0's
+ * dictionary: no match reaches further back than the decoder's, the body's size) at OUT
+ * (CAP bytes): its bytes, 0 when it did not fit. */
+static size_t
+pack_raw(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
 {
-    const size_t hs = sizeof(qp_desc_hdr_t);
-    if (size < hs || size - hs > UINT32_MAX)
-        return;
-    size_t cap = 2 * (size - hs) + 4096, zlen = 0;
-    uint8_t *b = malloc(hs + cap);
-    if (b == NULL)
-        return;
-    qp_desc_hdr_t h;
-    memcpy(&h, data, hs);
-    memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
-    h.version = QP_FORMAT_VERSION;
-    h.body_size = (uint32_t)(size - hs);
     lzma_options_lzma o;
     if (lzma_lzma_preset(&o, 0))
         abort();
@@ -95,11 +82,60 @@ parse_inflated(const uint8_t *data, size_t size)
     o.lp = 0;
     o.pb = 0;
     lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
-    if (lzma_raw_buffer_encode(f, NULL, data + hs, size - hs, b + hs, &zlen, cap) == LZMA_OK) {
+    size_t z = 0;
+    return lzma_raw_buffer_encode(f, NULL, in, n, out, &z, cap) == LZMA_OK ? z : 0;
+}
+
+/* A varint V at P: its bytes. */
+static size_t
+put_uleb(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        p[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return n;
+}
+
+/* DATA as a header and a decompressed body (VERSION 7 or later: the index; the chunks it
+ * names are missing, so mutations reach the index's decoder and checks): compressed,
+ * version 8's in two parts cut at the middle (each a stream of its own, the parts' table
+ * before them), its size and id made right. */
+static void
+parse_inflated(const uint8_t *data, size_t size, uint32_t version)
+{
+    const size_t hs = sizeof(qp_desc_hdr_t);
+    if (size < hs || size - hs > UINT32_MAX)
+        return;
+    size_t n = size - hs, cut = version >= 8 && n >= 2 ? n / 2 : n;
+    size_t cap = 2 * n + 8192, at = hs + 64;
+    uint8_t *b = malloc(at + cap);
+    if (b == NULL)
+        return;
+    qp_desc_hdr_t h;
+    memcpy(&h, data, hs);
+    memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
+    h.version = version;
+    h.body_size = (uint32_t)n;
+    size_t z1 = pack_raw(data + hs, cut, b + at, cap), z2 = 0;
+    if (z1 > 0 && cut < n)
+        z2 = pack_raw(data + hs + cut, n - cut, b + at + z1, cap - z1);
+    if (z1 > 0 && (cut == n || z2 > 0)) {
+        size_t t
+            = hs; /* version 8: the parts' table between the header and the streams */
+        if (cut < n) {
+            t += put_uleb(b + t, 2);
+            t += put_uleb(b + t, cut);
+            t += put_uleb(b + t, z1);
+            t += put_uleb(b + t, n - cut);
+            t += put_uleb(b + t, z2);
+        }
+        memmove(b + t, b + at, z1 + z2);
         memcpy(b, &h, hs);
-        qp_desc_id(b, hs + zlen, &h.id);
+        qp_desc_id(b, t + z1 + z2, &h.id);
         memcpy(b + offsetof(qp_desc_hdr_t, id), &h.id, sizeof(h.id));
-        parse_one(b, hs + zlen);
+        parse_one(b, t + z1 + z2);
     }
     free(b);
 }
@@ -108,6 +144,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     parse_one(data, size);
-    parse_inflated(data, size);
+    parse_inflated(data, size, 7);
+    parse_inflated(data, size, QP_FORMAT_VERSION);
     return 0;
 }

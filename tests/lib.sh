@@ -254,6 +254,16 @@ print(h.hexdigest())
 PY
 }
 
+# wait_untraced PID: until no thread of PID is traced (a killed tracer's threads may
+# still be exiting when its first thread shows as a zombie), at most 10 s.
+wait_untraced() {
+    _i=0
+    while [ $_i -lt 200 ] && grep -qs '^TracerPid:[[:space:]]*[1-9]' /proc/"$1"/task/*/status; do
+        sleep 0.05
+        _i=$((_i + 1))
+    done
+}
+
 # maps_of PID: PID's mappings, "range perms path" a line, but for the one page dyn's
 # loader guard leaves after a session on purpose (doc/dyn.1: its trampoline retired, all
 # `ret`s, an anonymous r-x page: a thread may still return into it from a signal handler).
