@@ -1288,8 +1288,10 @@ static size_t
 rebuild_stale_noreturn_callers(cfg_builder_t *b, const cfg_u64_vec_t *noret)
 {
     size_t n = 0;
-    for (size_t i = 0; i < b->procs.n; i++)
-        n += rebuild_if_stale(b, cfg_bproc_walk(b, i), noret);
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_prefetch_sites(b, i + 2 * CFG_WALK_AHEAD, i + CFG_WALK_AHEAD);
+        n += rebuild_if_stale(b, cfg_bproc_at(b, i), noret);
+    }
     return n;
 }
 

@@ -332,7 +332,7 @@ cfg_list_fragments(cfg_builder_t *b)
 {
     b->frags.n = 0;
     for (size_t i = 0; i < b->procs.n; i++)
-        if (cfg_bproc_walk(b, i)->p.flags & CFG_PROC_FRAGMENT)
+        if (cfg_bproc_walk_head(b, i)->p.flags & CFG_PROC_FRAGMENT)
             QP_CHECK(CFG_VEC_PUSH(b->frags, cfg_bproc_at(b, i)->p.entry));
     return 0;
 }

@@ -168,7 +168,7 @@ nr_index_read(const cfg_builder_t *b, nr_index_t *ix)
 {
     memcpy(ix->entry, b->entry.v, b->procs.n * sizeof(uint64_t));
     for (size_t i = 0; i < b->procs.n; i++)
-        ix->end[i] = cfg_bproc_walk(b, i)->p.end;
+        ix->end[i] = cfg_bproc_walk_head(b, i)->p.end;
 }
 
 /* The entry at position I of D's index (qp_bucket_key_fn). */
@@ -537,6 +537,36 @@ set_noreturn_mark(cfg_builder_t *b, cfg_nr_deps_t *d, uint32_t i)
     }
 }
 
+/* Is position K of a circular queue whose entries are [QH, QT) taken? */
+static int
+queued_at(size_t qh, size_t qt, size_t k)
+{
+    return qh <= qt ? k >= qh && k < qt : k >= qh || k < qt;
+}
+
+/* Ask BP's entry block and first edges into the cache (the fixpoint reads them next). */
+static void
+prefetch_cfg(const cfg_bproc_t *bp)
+{
+    if (bp->entry_block < bp->blocks.n)
+        qp_prefetch(&bp->blocks.v[bp->entry_block]);
+    if (bp->edges.n > 0)
+        qp_prefetch(bp->edges.v);
+}
+
+/* prefetch_cfg, unless proc_may_return will answer without walking BP's blocks (a
+ * return found with no call on the way, for these blocks). */
+static void
+prefetch_walked(const cfg_bproc_t *bp)
+{
+    int known = bp->ret_direct >> 1 == bp->blocks_ver && bp->blocks_ver != 0;
+    if (!known || !(bp->ret_direct & 1))
+        prefetch_cfg(bp);
+}
+
+/* Callers looked at together by find_noreturn (their misses overlapped). */
+#define NR_BATCH 32
+
 /*
  * Least fixpoint of "may return", driven by a worklist: a procedure is looked at again
  * only when one of the procedures it calls or jumps to is found to return.
@@ -571,22 +601,36 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
          * but for those that return whatever they call: they keep "may return" (noted
          * from the queue's end down, to be unmarked after). */
         size_t nkept = 0;
-        for (size_t k = 0; k < qt; k++)
-            for (uint32_t e = d->ix.head[queue[k]]; e != CFG_NONE; e = d->deps.v[e].next) {
-                uint32_t c = d->deps.v[e].who;
-                if (c == CFG_NONE || queued[c] || !nr_may_return(d, c))
-                    continue;
-                queued[c] = 1; /* looked at */
-                int alone = proc_may_return(b, d, c, 1);
-                if (alone < 0) {
-                    rc = alone;
-                    goto out;
+        for (size_t k = 0; k < qt; k++) {
+            uint32_t e = d->ix.head[queue[k]];
+            while (e != CFG_NONE) {
+                /* The callers are looked at a batch at a time, each asked into the cache
+                 * first (a miss each, waited for in turn when looked at one by one). */
+                uint32_t batch[NR_BATCH];
+                size_t m = 0;
+                for (; e != CFG_NONE && m < NR_BATCH; e = d->deps.v[e].next) {
+                    uint32_t c = d->deps.v[e].who;
+                    if (c == CFG_NONE || queued[c] || !nr_may_return(d, c))
+                        continue;
+                    queued[c] = 1; /* looked at */
+                    batch[m++] = c;
+                    cfg_bproc_prefetch(b, c);
                 }
-                if (!alone)
-                    queue[qt++] = c;
-                else
-                    queue[n - ++nkept] = c;
+                for (size_t j = 0; j < m; j++)
+                    prefetch_walked(cfg_bproc_at(b, batch[j]));
+                for (size_t j = 0; j < m; j++) {
+                    int alone = proc_may_return(b, d, batch[j], 1);
+                    if (alone < 0) {
+                        rc = alone;
+                        goto out;
+                    }
+                    if (!alone)
+                        queue[qt++] = batch[j];
+                    else
+                        queue[n - ++nkept] = batch[j];
+                }
             }
+        }
         for (size_t k = 0; k < nkept; k++)
             queued[queue[n - 1 - k]] = 0;
     } else {
@@ -608,10 +652,14 @@ find_noreturn(cfg_builder_t *b, cfg_nr_deps_t *d, int first)
     qt %= n + 1;
     while (qh != qt) {
         uint32_t i = queue[qh];
-        /* The one a few places on, if queued (the queue's order is no array's). */
+        /* The ones a few places on, if queued (the queue's order is no array's): the
+         * procedure, and nearer, the blocks and edges of one asked for before. */
         size_t ahead = (qh + CFG_WALK_AHEAD) % (n + 1);
-        if (qh < qt ? ahead >= qh && ahead < qt : ahead >= qh || ahead < qt)
+        if (queued_at(qh, qt, ahead))
             cfg_bproc_prefetch(b, queue[ahead]);
+        ahead = (qh + CFG_WALK_AHEAD / 2) % (n + 1);
+        if (queued_at(qh, qt, ahead))
+            prefetch_cfg(cfg_bproc_at(b, queue[ahead]));
         qh = (qh + 1) % (n + 1);
         queued[i] = 0;
         if ((rc = nr_deps_pending(b, d, i)) < 0)

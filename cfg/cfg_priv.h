@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/qp_pool.h"
+#include "base/qp_prefetch.h"
 #include "base/qp_search.h"
 #include "cfg/cfg.h"
 
@@ -335,7 +336,7 @@ cfg_bproc_prefetch(const cfg_builder_t *b, size_t i)
 {
     const char *p = (const char *)cfg_bproc_at(b, i);
     for (size_t off = 0; off < sizeof(cfg_bproc_t); off += 64)
-        __builtin_prefetch(p + off);
+        qp_prefetch(p + off);
 }
 
 /* cfg_bproc_at for a walk of the procedures in entry order, which is not the pool's:
@@ -347,6 +348,40 @@ cfg_bproc_walk(const cfg_builder_t *b, size_t i)
 {
     if (i + CFG_WALK_AHEAD < b->procs.n)
         cfg_bproc_prefetch(b, i + CFG_WALK_AHEAD);
+    return cfg_bproc_at(b, i);
+}
+
+/*
+ * For a walk of the procedures in entry order that reads only their noret_sites (most
+ * have some): procedure FAR's line that holds the vector is asked into the cache, and
+ * the sites of procedure NEAR (whose line was asked for earlier). Indices past the last
+ * procedure are ignored. Two misses a procedure overlapped, not waited for in turn.
+ */
+static inline void
+cfg_bproc_prefetch_sites(const cfg_builder_t *b, size_t far, size_t near)
+{
+    if (far < b->procs.n) {
+        const cfg_bproc_t *bp = cfg_bproc_at(b, far);
+        qp_prefetch(&bp->noret_sites);
+        qp_prefetch((const char *)(&bp->noret_sites + 1) - 1);
+    }
+    if (near < b->procs.n) {
+        const cfg_bproc_t *bp = cfg_bproc_at(b, near);
+        if (bp->noret_sites.n > 0)
+            qp_prefetch(bp->noret_sites.v);
+    }
+}
+
+/* cfg_bproc_walk for a walk that reads only the procedure's entry, extent and flags
+ * (p.entry to p.end, p.flags): only their lines are asked for, not all six. */
+static inline cfg_bproc_t *
+cfg_bproc_walk_head(const cfg_builder_t *b, size_t i)
+{
+    if (i + CFG_WALK_AHEAD < b->procs.n) {
+        const cfg_bproc_t *bp = cfg_bproc_at(b, i + CFG_WALK_AHEAD);
+        qp_prefetch(&bp->p.entry);
+        qp_prefetch(&bp->p.flags);
+    }
     return cfg_bproc_at(b, i);
 }
 
