@@ -394,45 +394,72 @@ desc_finish_stream(
 }
 
 /*
+ * Version 8's parts' table after the header H of BUF (LEN bytes), read into P (N entries)
+ * or, P NULL, only checked: every part of at least a byte each way, their bytes body_size
+ * in all, their streams inside BUF. 0 when it holds, else 1.
+ */
+static int
+parts_read(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, desc_part_t *p,
+    uint64_t *n)
+{
+    rbuf_t b = desc_plain_rbuf(buf + sizeof(*h), len - sizeof(*h));
+    uint64_t raw = 0, zoff;
+    *n = desc_get_max(&b, h->body_size);
+    /* A part takes two bytes of the table and five of its stream at least (an LZMA2
+     * chunk's control byte and size, a byte, the end mark): no count BUF cannot hold. */
+    if (b.bad || *n == 0 || *n > (len - sizeof(*h)) / 7)
+        return 1;
+    for (uint64_t i = 0; i < *n && !b.bad; i++) {
+        uint32_t r = (uint32_t)desc_get_max(&b, h->body_size - raw);
+        uint32_t z = desc_get_u32(&b);
+        raw += r;
+        if (r == 0 || z == 0)
+            b.bad = 1;
+        else if (p != NULL)
+            p[i] = (desc_part_t) { .raw = r, .z = z };
+    }
+    zoff = sizeof(*h) + b.off;
+    if (b.bad || raw != h->body_size)
+        return 1;
+    /* The streams' offsets: known only once the table's end is (their sizes are read
+     * again from the table when P is NULL). */
+    rbuf_t again = desc_plain_rbuf(buf + sizeof(*h), len - sizeof(*h));
+    (void)desc_get_max(&again, h->body_size);
+    for (uint64_t i = 0; i < *n; i++) {
+        (void)desc_get_u32(&again);
+        uint32_t z = desc_get_u32(&again);
+        if (p != NULL)
+            p[i].zoff = (size_t)zoff;
+        zoff += z;
+        if (zoff > len)
+            return 1;
+    }
+    return 0;
+}
+
+/*
  * Version 8: the parts' table after the header H of BUF (LEN bytes) into *PARTS
- * (malloc'd, *NPARTS of them): their sizes and where each stream starts, every part of at
- * least a byte each way, their bytes body_size in all, their streams inside BUF.
+ * (malloc'd, *NPARTS of them), checked first (parts_read) so that a table the file
+ * does not hold costs no memory.
  */
 int
 desc_get_parts(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h,
     desc_part_t **parts, uint32_t *nparts, char *why, size_t whylen)
 {
-    rbuf_t b = desc_plain_rbuf(buf + sizeof(*h), len - sizeof(*h));
-    uint64_t n = desc_get_max(&b, h->body_size);
     desc_part_t *p = NULL;
-    /* Each part takes two bytes of the table at least: no count the bytes cannot hold. */
-    if (!b.bad && n > 0 && n <= (len - sizeof(*h)) / 2)
-        p = calloc(n, sizeof(*p));
-    if (p == NULL && !b.bad && n > 0 && n <= (len - sizeof(*h)) / 2) {
-        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
-        return QP_ENOMEM;
-    }
-    uint64_t raw = 0;
-    for (uint64_t i = 0; p != NULL && i < n && !b.bad; i++) {
-        p[i].raw = (uint32_t)desc_get_max(&b, h->body_size - raw);
-        p[i].z = desc_get_u32(&b);
-        raw += p[i].raw;
-        if (p[i].raw == 0 || p[i].z == 0)
-            b.bad = 1;
-    }
-    uint64_t zoff = sizeof(*h) + b.off;
-    for (uint64_t i = 0; p != NULL && i < n && !b.bad; i++) {
-        p[i].zoff = (size_t)zoff;
-        zoff += p[i].z;
-    }
-    if (p == NULL || b.bad || raw != h->body_size || zoff > len) {
-        free(p);
+    uint64_t n;
+    if (parts_read(buf, len, h, NULL, &n) != 0) {
         qp_why(why, whylen,
             "description index: its parts' table is truncated or does not "
             "fit the %u bytes of the index or the %zu of the description",
             h->body_size, len);
         return QP_EFORMAT;
     }
+    if ((p = calloc(n, sizeof(*p))) == NULL) {
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    (void)parts_read(buf, len, h, p, &n);
     *parts = p;
     *nparts = (uint32_t)n;
     return 0;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <lzma.h>
@@ -752,6 +753,54 @@ START_TEST(test_qp_desc_index_parts_checked)
     }
     ck_assert_int_eq(qp_desc_parse(good, len, &back, NULL, 0), 0);
     qp_desc_free(&back);
+    free(good);
+    qp_desc_free(&d);
+}
+END_TEST
+
+/* A parts' table of many 1-byte parts the file cannot hold (each stream takes 5 bytes at
+ * least) is refused before any memory is taken for it: the reader took 16 bytes a part
+ * (8 times the file) first. Under an address-space limit of the test's own size and the
+ * file's, the refusal is the table's, not "out of memory". */
+START_TEST(test_qp_desc_parts_table_costs_nothing)
+{
+    qp_desc_t d, back;
+    sample_desc(&d);
+    size_t good_len;
+    uint8_t *good = raw_serialize(&d, &good_len);
+    size_t len = 8u << 20;
+    uint8_t *b = calloc(1, len);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b, good, sizeof(qp_desc_hdr_t));
+    qp_desc_hdr_t h;
+    memcpy(&h, b, sizeof(h));
+    uint32_t n = (uint32_t)((len - sizeof(h) - 5) / 2);
+    h.body_size = n; /* the counts let it hold that much: a big string table */
+    h.strtab_size = n - (h.nprocs + h.nblocks + h.nedges + h.ncalls);
+    memcpy(b, &h, sizeof(h));
+    size_t at = sizeof(h);
+    for (uint32_t v = n; ; v >>= 7) { /* the count, a LEB128 varint */
+        b[at++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+        if (v < 0x80)
+            break;
+    }
+    while (at + 2 <= len) {
+        b[at++] = 1;
+        b[at++] = 1;
+    }
+    rehash(b, len);
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%ld", &pages), 1);
+    fclose(f);
+    struct rlimit rl = { .rlim_cur = (rlim_t)pages * 4096 + (24u << 20),
+        .rlim_max = RLIM_INFINITY };
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+    char why[256] = "";
+    ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
+    ck_assert_msg(strstr(why, "parts' table") != NULL, "%s", why);
+    free(b);
     free(good);
     qp_desc_free(&d);
 }
@@ -2676,6 +2725,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_threads_same_bytes);
     tcase_add_test(tc, test_qp_desc_index_parts);
     tcase_add_test(tc, test_qp_desc_index_parts_checked);
+    tcase_add_test(tc, test_qp_desc_parts_table_costs_nothing);
     tcase_add_test(tc, test_qp_desc_reads_version_7_file);
     tcase_add_test(tc, test_drv_entries);
     tcase_add_test(tc, test_qp_desc_lazy);
