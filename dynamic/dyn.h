@@ -233,7 +233,8 @@ dyn_proc_leave_map(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi,
  * Every thread parked at the FROM of an entry of MAP (N, sorted by from) moved to its TO,
  * as though it had taken the jump there: a thread stopped on a patch's jump, or on the
  * jump in padding that a short jump at an entry leads to, would run the bytes put back
- * under it (the padding's: another procedure's code) instead. *MOVED (when not NULL)
+ * under it (the padding's: another procedure's code) instead. A thread whose interrupted
+ * system call will restart is left: it goes on at the `syscall` before its pc. *MOVED (when not NULL)
  * counts them. 0, QP_EIO, QP_EINVAL when P is not stopped.
  */
 int

@@ -207,7 +207,10 @@ move_off_pads(dyn_session_t *s, int exits)
     for (size_t i = 0; i < s->npts; i++) {
         const point_t *pt = &s->pts[i];
         int32_t rel;
-        if (pt->pad == 0 || (pt->kind == PT_EXIT) != exits || pt->pad_patch[0] != 0xe9)
+        uint8_t mem[JMP_LEN];
+        if (pt->pad == 0 || (pt->kind == PT_EXIT) != exits || pt->pad_patch[0] != 0xe9
+            || dyn_proc_read(s->p, pt->pad, mem, JMP_LEN) < 0
+            || memcmp(mem, pt->pad_patch, JMP_LEN) != 0)
             continue;
         if (k % 16 == 0) {
             dyn_pc_map_t *n = realloc(v, (k + 16) * sizeof(*v));

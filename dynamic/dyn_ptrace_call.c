@@ -788,7 +788,9 @@ dyn_proc_move_pcs(dyn_proc_t *p, const dyn_pc_map_t *map, size_t n, unsigned *mo
             }
             return QP_EIO;
         }
-        if ((m = pc_map_find(map, n, regs.rip)) == NULL)
+        uint64_t rax, rip;
+        restarted(&regs, &rax, &rip);
+        if (rip != regs.rip || (m = pc_map_find(map, n, regs.rip)) == NULL)
             continue;
         regs.rip = m->to;
         if (ptrace(PTRACE_SETREGS, p->th[i].tid, NULL, &regs) < 0)

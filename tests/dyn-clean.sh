@@ -22,7 +22,10 @@
 #      (tests/dynclean/parkat.c puts it there, the process stopped) is moved to where
 #      that jump leads before the padding's bytes go back: it once ran them (nops into
 #      the next procedure, which returned a wrong value: the target's result differed,
-#      about one kill in a hundred in (b); a CI run failed so).
+#      about one kill in a hundred in (b); a CI run failed so);
+#  (e) a thread blocked in a system call right before a patched call site is left where
+#      it is (the kernel restarts the call two bytes before its pc: moved into the
+#      trampoline, it ran two bytes before that and died).
 # Skips (77) when ptrace is not allowed; (b) without strace. Exit status: 0 pass, 1
 # fail, 99 error.
 set -u
@@ -35,6 +38,7 @@ qp_have gcc || { echo "SKIP: gcc not installed"; exit 77; }
 gcc -O1 -no-pie -o "$dir/leftover" "$srcdir/tests/dynclean/leftover.c" || exit 99
 gcc -O2 -falign-functions=1 -pthread -o "$dir/small" "$srcdir/bench/killtarget.c" || exit 99
 gcc -O1 -o "$dir/parkat" "$srcdir/tests/dynclean/parkat.c" || exit 99
+gcc -O1 -no-pie -o "$dir/sysnext" "$srcdir/tests/dynclean/sysnext.c" || exit 99
 
 "$DYN" run --count r0 -- "$dir/small" - >"$dir/probe.out" 2>"$dir/probe.err"
 dyn_skip_untraced "$dir/probe.err"
@@ -124,6 +128,27 @@ tpid=
 [ $st -eq 0 ] && [ "$(cat "$dir/small.out")" = "$plain" ] ||
     bad "(d) the target exited $st after a thread parked on a padding jump: $(cat "$dir/small.out") ($(cat "$dir/d.park"); $(cat "$dir/d.clean"))"
 
+# (e) A thread blocked in a system call right before a patched call site (--calls-from):
+# its pc is the patch's address, but the kernel restarts the call two bytes before; dyn
+# clean moved it into the trampoline (the restart then ran two bytes before that: SIGSEGV).
+"$dir/sysnext" 6 >"$dir/e.out" 2>&1 &
+tpid=$!
+sleep 0.2
+"$DYN" attach $tpid --calls-from waiter >/dev/null 2>"$dir/e.err" &
+dpid=$!
+dyn_wait_for "$dir/e.err" instrumented
+kill -9 $dpid
+wait $dpid 2>/dev/null
+dpid=
+wait_untraced $tpid
+"$DYN" clean $tpid >"$dir/e.clean" 2>&1 || bad "(e) dyn clean: $(cat "$dir/e.clean")"
+grep -q 'jumps put back' "$dir/e.clean" || bad "(e) dyn clean: $(cat "$dir/e.err" "$dir/e.clean")"
+wait $tpid
+st=$?
+tpid=
+[ $st -eq 0 ] && grep -q '^ticks 2$' "$dir/e.out" ||
+    bad "(e) the target exited $st: $(cat "$dir/e.out"; cat "$dir/e.clean")"
+
 # (b) Kills at the N-th memory write of a session.
 if ! strace -o /dev/null true 2>/dev/null; then
     echo "note: (b) skipped: no strace"
@@ -164,5 +189,5 @@ for n in 60 150; do
 done
 # (The numbers of writes depend on the compiler's code: some attaches may end first.)
 [ $kills -ge 1 ] || bad "(b) none of the 8 attaches was killed"
-echo "dyn-clean: hand-made leftovers, a zombie dyn's and a thread on a padding jump put back; $kills of 8 attaches killed at chosen writes, cleaned"
+echo "dyn-clean: hand-made leftovers, a zombie dyn's and a thread on a padding jump and one in a system call before a patch put back; $kills of 8 attaches killed at chosen writes, cleaned"
 exit $((fails > 0))
