@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,13 +174,14 @@ qpt_watch_unguarded(const qpt_space_t *s)
 /*
  * The children that unfollowing let go stopped, not yet taken by
  * qpt_children_left_stopped, oldest first: the spaces they came from may be closed
- * since (qpt_close unfollows its process). One list for the library, as the calls on a
- * process come from one thread.
+ * since (qpt_close unfollows its process). One list for the library, under its lock:
+ * spaces of different processes may be closed from different threads at once.
  */
 static struct {
-    int *v;
-    size_t n, cap;
-} left;
+    pthread_mutex_t lock;
+    int *v;          /* the children's pids */
+    size_t n, cap;   /* in v, room in v */
+} left = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0 };
 
 /* The children of S's process that dyn_proc_unfollow let go stopped, onto the list
  * (without memory for it, one is told only by the return value when it is the first):
@@ -188,6 +190,7 @@ static int
 take_left_stopped(qpt_space_t *s)
 {
     int first = 0, child;
+    pthread_mutex_lock(&left.lock);
     while ((child = dyn_proc_left_stopped(s->proc)) != 0) {
         if (first == 0)
             first = child;
@@ -201,6 +204,7 @@ take_left_stopped(qpt_space_t *s)
         }
         left.v[left.n++] = child;
     }
+    pthread_mutex_unlock(&left.lock);
     return first;
 }
 
@@ -216,10 +220,14 @@ qpt_children_left_stopped(int *pids, size_t max)
 {
     if (pids == NULL)
         return 0;
+    pthread_mutex_lock(&left.lock);
     size_t k = max < left.n ? max : left.n;
-    memcpy(pids, left.v, k * sizeof(*pids));
-    memmove(left.v, left.v + k, (left.n - k) * sizeof(*left.v));
-    left.n -= k;
+    if (k > 0) {
+        memcpy(pids, left.v, k * sizeof(*pids));
+        memmove(left.v, left.v + k, (left.n - k) * sizeof(*left.v));
+        left.n -= k;
+    }
+    pthread_mutex_unlock(&left.lock);
     return k;
 }
 

@@ -252,9 +252,7 @@ on_library(qml_live_t *l, const char *name)
     free(was);
 }
 
-/* Library NAME was unloaded (dlclose): the values of the metrics in it are kept (added to
- * theirs if it is loaded again; an average's kept apart, its focus "... (until dlclose
- * N)"), and those metrics wait for it. */
+/* Tell the user that CHILD was left stopped, and what to do. */
 void
 qml_warn_left_stopped(qml_live_t *l, int child)
 {
@@ -262,6 +260,9 @@ qml_warn_left_stopped(qml_live_t *l, int child)
                 "run 'dyn clean %d', then kill -CONT %d", child, child, child);
 }
 
+/* Library NAME was unloaded (dlclose): the values of the metrics in it are kept (added to
+ * theirs if it is loaded again; an average's kept apart, its focus "... (until dlclose
+ * N)"), and those metrics wait for it. */
 static void
 on_unload(qml_live_t *l, const char *name)
 {
