@@ -60,7 +60,8 @@ struct qp_desc_lazy {
     const uint64_t *zero_for;    /* the counters desc_chunk_t.zero and PROC_ZERO,
                                   * PROC_COUNTED are about */
     uint8_t *proc_state;         /* per procedure: PROC_* */
-    uint64_t *exec_next;         /* per call site (exec calls only): put_exec_next's */
+    uint64_t *exec_next;         /* per call site in memory (all of a version 6, a version 7's
+                                  * key sites; exec calls only): put_exec_next's */
     uint32_t *exec_tie;
     /* The chunk last decoded aside: its procedures are looked at, and those that
      * counted copied into the arrays, so that the pages of those that did not are
@@ -219,9 +220,7 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         || desc_alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0
         || desc_alloc_part((void **)&lz->pblocks, h->nprocs, sizeof(qp_desc_block_t *))
             < 0
-        || desc_alloc_part((void **)&lz->later, h->nprocs, 1) < 0
-        || desc_alloc_part((void **)&lz->exec_next, h->ncalls, sizeof(uint64_t)) < 0
-        || desc_alloc_part((void **)&lz->exec_tie, h->ncalls, sizeof(uint32_t)) < 0) {
+        || desc_alloc_part((void **)&lz->later, h->nprocs, 1) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
@@ -251,14 +250,22 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
     /* The exec sites, among every site (version 6) or the key sites (version 7). */
     const qp_desc_call_t *sites = !v7 ? out->calls : out->keys ? out->keys->calls : NULL;
     uint32_t nsites = !v7 ? h->ncalls : out->keys ? out->keys->n : 0;
+    /* By the site's place among SITES: a version 7's key sites were read from its bytes,
+     * where the header's count of all call sites costs nothing to state. */
+    if (part == NULL
+        && (desc_alloc_part((void **)&lz->exec_next, nsites, sizeof(uint64_t)) < 0
+            || desc_alloc_part((void **)&lz->exec_tie, nsites, sizeof(uint32_t)) < 0)) {
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        desc_entries_done(&r, NULL);
+        return QP_ENOMEM;
+    }
     for (i = 0; part == NULL && i < nsites && !b->bad; i++) {
         if (!(sites[i].flags & QP_CALLF_EXEC))
             continue;
-        uint32_t at = v7 ? out->keys->index[i] : i;
-        lz->exec_next[at] = desc_get_u(b);
+        lz->exec_next[i] = desc_get_u(b);
         uint32_t tie = desc_get_u32(b);
-        lz->exec_tie[at] = sites[i].block + tie;
-        if (lz->exec_tie[at] < sites[i].block)
+        lz->exec_tie[i] = sites[i].block + tie;
+        if (lz->exec_tie[i] < sites[i].block)
             b->bad = 1; /* wrapped */
     }
     part = part ? part : b->bad ? "exec call site" : NULL;
@@ -991,9 +998,10 @@ qp_desc_exec_next(const qp_desc_t *d, uint32_t call, uint64_t *next, uint32_t *t
         = d != NULL && call < d->hdr.ncalls ? call_in_memory(d, call) : NULL;
     if (c == NULL || !(c->flags & QP_CALLF_EXEC))
         return QP_EINVAL;
-    if (d->lazy != NULL) {
-        *next = d->lazy->exec_next[call];
-        *tie = d->lazy->exec_tie[call];
+    if (d->lazy != NULL) { /* (by the site's place among those in memory) */
+        size_t at = d->hdr.version < QP_FORMAT_V7 ? call : (size_t)(c - d->keys->calls);
+        *next = d->lazy->exec_next[at];
+        *tie = d->lazy->exec_tie[at];
     } else
         desc_exec_next(d, d->calls[call].block, next, tie);
     return 0;

@@ -94,10 +94,9 @@ if [ -z "$(ls seeds-desc)" ]; then
             "$qpt" --driver=$drv seeds-elf/$p -o desc.inst 2>/dev/null &&
                 objcopy --dump-section .qpt.desc="seeds-desc/$p.$drv" desc.inst 2>/dev/null &&
                 # also decompressed: the target reads its input both ways (tests/fuzz_desc.c)
-                python3 -c 'import sys, lzma; d = open(sys.argv[1], "rb").read();
-f = [{"id": lzma.FILTER_LZMA2, "dict_size": 8 << 20, "lc": 1, "lp": 0, "pb": 0}]
-sys.stdout.buffer.write(d[:64] + lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=f).decompress(d[64:]))' "seeds-desc/$p.$drv" \
-                    >"seeds-desc/$p.$drv.inflated" 2>/dev/null
+                python3 "$SRC/bench/desc-inflate.py" "seeds-desc/$p.$drv" \
+                    >"seeds-desc/$p.$drv.inflated" ||
+                echo "fuzz.sh: seeds-desc/$p.$drv: not inflated" >&2
         done
     done
 fi

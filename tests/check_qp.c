@@ -470,6 +470,8 @@ START_TEST(test_qp_desc_formats_5_to_8)
     many_desc(&d, 3000);
     for (uint32_t i = 0; i < d.hdr.ncalls; i += 3) /* no procedure's entry: key sites */
         d.calls[i].target = 0x7700000 + i;
+    for (uint32_t i = 9; i < d.hdr.ncalls; i += 9) /* execs among them, not the first */
+        d.calls[i].flags |= QP_CALLF_EXEC;
     char why[256] = "";
     ck_assert_msg(qp_desc_validate(&d, why, sizeof(why)) == 0, "%s", why);
     const qp_desc_keys_t *want = qp_desc_keys(&d);
@@ -498,6 +500,14 @@ START_TEST(test_qp_desc_formats_5_to_8)
         ck_assert_int_eq(memcmp(k->callee, want->callee, k->n * sizeof(uint32_t)), 0);
         ck_assert_int_eq(memcmp(k->calls, want->calls, k->n * sizeof(qp_desc_call_t)), 0);
         ck_assert_int_eq(memcmp(k->first, want->first, d.hdr.nprocs * sizeof(uint32_t)), 0);
+        /* An exec site's next block, read lazily, is the whole read's. */
+        for (uint32_t i = 9; i < d.hdr.ncalls; i += 9) {
+            uint64_t n1 = 1, n2 = 2;
+            uint32_t t1 = 1, t2 = 2;
+            ck_assert_int_eq(qp_desc_exec_next(&back, i, &n1, &t1), 0);
+            ck_assert_int_eq(qp_desc_exec_next(&lazy, i, &n2, &t2), 0);
+            ck_assert_msg(n1 == n2 && t1 == t2, "v%u site %u", versions[v], i);
+        }
         /* Read whole after all: every site (version 7: from the chunks too). */
         ck_assert_msg(qp_desc_need_all(&lazy, why, sizeof(why)) == 0, "%s", why);
         ck_assert_int_eq(memcmp(lazy.calls, d.calls, d.hdr.ncalls * sizeof(*d.calls)), 0);
