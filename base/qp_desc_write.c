@@ -590,7 +590,7 @@ encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, const qp_desc_keys_t *ke
 /* The index of D (qp_format.h, version 6; version 7 when KEYS is not NULL): everything
  * but the chunks' records. Its head, made before the chunks are packed, holds the
  * procedures and the call sites (all of them in version 6, the key sites in 7); its
- * tail (encode_index_tail), the NC chunks' table and the strings. */
+ * tail, the NC chunks' table (encode_chunk_table) and the strings. */
 static int
 encode_index_head(const qp_desc_t *d, const qp_desc_keys_t *keys, uint32_t nc, wb_t *w)
 {

@@ -122,7 +122,7 @@
  * varints are one byte: about 4 bytes a block or an edge before compression; with
  * everything else (procedures, call sites, strings) 1.4 bytes per block and edge after
  * it (cc1: 4.5 MB for 1.3 million blocks and 2 million edges; zlib, version 4, 4.8 MB;
- * version 2 took 105 MB). *
+ * version 2 took 105 MB).
  * Version 8 (written since; 5 to 7 are still read) is version 7 but for how the index is
  * stored: in parts, each a stream of its own (as above: raw LZMA2, the dictionary of its
  * size), so that the writer compresses them on several threads beside the chunks (one

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "driver/driver.h"
 
@@ -20,7 +21,10 @@ drv_carve(void **const *parts, const size_t *sizes, size_t n)
         total += (sizes[k] + 7) & ~(size_t)7;
     uint8_t *all = calloc(1, total ? total : 1);
     for (size_t k = 0, off = 0; k < n; k++) {
-        *parts[k] = all != NULL ? all + off : NULL;
+        /* Copied as bytes: *PARTS[k] is a uint64_t *, a double *, ..., not a void * (a
+         * store through void ** would break the aliasing rule, C11 6.5p7). */
+        uint8_t *at = all != NULL ? all + off : NULL;
+        memcpy(parts[k], &at, sizeof(at));
         off += (sizes[k] + 7) & ~(size_t)7;
     }
     return all;

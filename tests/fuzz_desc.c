@@ -3,9 +3,9 @@
 
 /*
  * A fuzz target for the description parser (base/qp_desc.c). The input bytes are
- * parsed twice: as a .qpt.desc section, as qp finds it in an instrumented file (anyone
- * may hand qp a file), and as a header followed by the decompressed body, which the
- * target compresses and signs with its id (else a mutation would rarely get past the
+ * parsed three ways: as a .qpt.desc section, as qp finds it in an instrumented file (anyone
+ * may hand qp a file), and twice as a header followed by the decompressed body, which the
+ * target compresses (as version 7, and as version 8 in two parts) and signs with its id (else a mutation would rarely get past the
  * LZMA2 stream and the id to the record decoder and the validation). parse must refuse or
  * accept without a crash, hang, leak or sanitizer report; what it accepts must
  * serialize again into bytes that parse to the same description and be safe to solve
