@@ -847,23 +847,18 @@ ctx_open(ctx_t *cx, const cfg_image_t *img)
     return ed_uw_check_fdes(cx);
 }
 
+static void ctx_clear_build(ctx_t *cx);
+
+/* Everything of CX freed: what its build made (ctx_clear_build), then what was read. */
 static void
 ctx_close(ctx_t *cx)
 {
-    for (size_t i = 0; i < cx->nlsdas; i++)
-        free(cx->lsdas[i].cs.p);
-    free(cx->lsdas);
-    free(cx->lsda_hash);
-    free(cx->patches);
-    free(cx->ents);
+    ctx_clear_build(cx);
     free(cx->old_ents);
     free(cx->old_keep);
-    free(cx->locs);
-    free(cx->spans);
     free(cx->recs);
     free(cx->cies);
     free(cx->fdes);
-    free(cx->blob.p);
 }
 
 int
