@@ -1236,6 +1236,59 @@ cfg_image_release_pages(const cfg_image_t *img)
         (void)madvise((void *)r->map, r->size, MADV_DONTNEED);
 }
 
+/* Does P point into R's mapping of its file? */
+static int
+in_map(const bfd_reader_t *r, const uint8_t *p)
+{
+    return p != NULL && r->map != NULL && p >= r->map && p < r->map + r->size;
+}
+
+int
+cfg_image_release_file(cfg_image_t *img)
+{
+    cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
+    if (priv == NULL || priv->close != reader_close || priv->reader == NULL)
+        return 0;
+    bfd_reader_t *r = priv->reader;
+    line_state_t *ls = r->lines;
+    size_t total = 0;
+    for (size_t i = 0; i < img->nsections; i++)
+        if ((img->sections[i].flags & CFG_SEC_ALLOC) && in_map(r, img->sections[i].bytes))
+            total += img->sections[i].size;
+    /* Room first, so that a failure changes nothing. (priv->bytes, cfg_image_from_bytes's,
+     * is free in a file's image.) */
+    if (ls != NULL && CFG_VEC_FIT(priv->strings, priv->strings.n + ls->nnames) < 0)
+        return QP_ENOMEM;
+    uint8_t *copy = total > 0 ? malloc(total) : NULL;
+    if (total > 0 && copy == NULL)
+        return QP_ENOMEM;
+    size_t at = 0;
+    for (size_t i = 0; i < img->nsections; i++) {
+        cfg_section_t *sec = &img->sections[i];
+        if (!in_map(r, sec->bytes))
+            continue;
+        if (sec->flags & CFG_SEC_ALLOC) {
+            memcpy(copy + at, sec->bytes, sec->size);
+            sec->bytes = copy + at;
+            at += sec->size;
+        } else
+            sec->bytes = NULL;
+    }
+    priv->bytes = copy;
+    /* The source file names given out (cfg_image_line) are the image's from now on. */
+    for (size_t i = 0; ls != NULL && i < ls->cap; i++)
+        if (ls->names[i] != NULL) {
+            priv->strings.v[priv->strings.n++] = ls->names[i];
+            ls->names[i] = NULL;
+        }
+    cfg_dwtypes_free(priv->dwtypes);
+    priv->dwtypes = NULL;
+    priv->file_released = 1;
+    reader_close(priv);
+    priv->close = NULL;
+    return 0;
+}
+
 int
 cfg_image_file_same(const cfg_image_t *img, const struct stat *st)
 {

@@ -81,7 +81,7 @@ static Dwarf *
 image_dwarf(const cfg_image_t *img)
 {
     cfg_image_priv_t *priv = img->priv;
-    if (priv == NULL)
+    if (priv == NULL || priv->file_released) /* (the path may name another file now) */
         return NULL;
     if (priv->dwtypes == NULL) {
         dwtypes_t *t = calloc(1, sizeof(*t));

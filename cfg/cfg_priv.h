@@ -134,6 +134,7 @@ typedef struct cfg_image_priv {
     size_t nsec_order;
     _Atomic(struct cfg_dcache *) dcache;        /* decoded instructions (cfg_image_decode) */
     void *dwtypes;                              /* DWARF types (cfg_dwtype.c), or NULL */
+    int file_released;                          /* cfg_image_release_file: no file to read */
 } cfg_image_priv_t;
 
 /* For tests: does IMG's cache of decoded instructions (cfg_image_decode), or what its

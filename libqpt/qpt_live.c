@@ -836,6 +836,10 @@ qpt_live_lib_gone(qpt_space_t *l, int gone_all, const char *why)
         v[i].gone = 1;
     l->stale = 1;
     snprintf(l->err, sizeof(l->err), "%s: %s", l->lib_name, why);
+    /* Its procedures' names are still read (a mutator prints them at the end), its file
+     * no longer: its descriptor let go, else one stays open for each dlopen/dlclose
+     * cycle (the fd limit after a thousand). Out of memory, the file stays open. */
+    (void)cfg_image_release_file(l->img);
 }
 
 int

@@ -7,6 +7,7 @@
  * whose functions have a known shape.
  */
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,6 +434,73 @@ START_TEST(test_cfg_lookups)
 }
 END_TEST
 
+/* The descriptors this process has open. */
+static int
+open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    ck_assert_ptr_nonnull(d);
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* cfg_image_release_file: the descriptor and the mapping let go; the loaded bytes the
+ * same as a fresh reading's (copies), the names and a source file name given before
+ * still there, source lines and unloaded sections no longer; twice is harmless. */
+START_TEST(test_cfg_release_file)
+{
+    char *path = compile_known(1);
+    if (path == NULL)
+        return;
+    cfg_image_t *img = NULL, *fresh = NULL;
+    cfg_prog_t *prog = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
+    ck_assert_int_eq(cfg_image_open_bfd(path, &fresh), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    const cfg_proc_t *p = cfg_proc_by_name(prog, "sw10");
+    ck_assert_ptr_nonnull(p);
+    const char *file;
+    unsigned line;
+    ck_assert_int_eq(cfg_image_line(img, p->entry, &file, &line), 0);
+    char *file_copy = strdup(file);
+    size_t avail;
+    const uint8_t *before = cfg_image_ptr(img, p->entry, &avail);
+    ck_assert_ptr_nonnull(before);
+    ck_assert_ptr_nonnull(cfg_mapped_at(before));
+    ck_assert_ptr_nonnull(cfg_image_section_named(img, ".comment"));
+    int fds = open_fds();
+    ck_assert_int_eq(cfg_image_release_file(img), 0);
+    ck_assert_int_eq(open_fds(), fds - 1);
+    ck_assert_ptr_null(cfg_mapped_at(before));
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *s = &img->sections[i], *f = &fresh->sections[i];
+        ck_assert_str_eq(s->name, f->name);
+        if (s->flags & CFG_SEC_ALLOC)
+            ck_assert(s->bytes == f->bytes || memcmp(s->bytes, f->bytes, s->size) == 0);
+        else
+            ck_assert_ptr_null(s->bytes);
+    }
+    ck_assert_ptr_null(cfg_image_section_named(img, ".comment"));
+    ck_assert_str_eq(file, file_copy);
+    ck_assert_str_eq(p->name, "sw10");
+    ck_assert_ptr_eq(cfg_proc_by_name(prog, "sw10"), p);
+    arch_insn_t in;
+    ck_assert_int_eq(cfg_image_decode(img, p->entry, 0, &in), 0);
+    ck_assert_int_eq(cfg_image_line(img, p->entry, &file, &line), QP_ENOTFOUND);
+    ck_assert_int_eq(cfg_image_release_file(img), 0);
+    ck_assert_int_eq(cfg_image_release_file(NULL), 0);
+    free(file_copy);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+    cfg_image_destroy(fresh);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
 /* cfg_held_addrs of a program that is not position independent, with a table of
  * function pointers bigger than a piece of the data scan (cfg_held.c: 64 KiB): every
  * word of it, once, in cmp_held's order (address, source, place), the same with 1 and 3
@@ -749,6 +817,7 @@ cfg_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_cfg_known_shapes, 0, (int)NVARIANTS);
     tcase_add_test(tc, test_cfg_lookups);
+    tcase_add_test(tc, test_cfg_release_file);
     tcase_add_test(tc, test_cfg_held_data_pieces);
     tcase_add_loop_test(tc, test_cfg_init_funcs_unsorted_relocs, 0,
                         (int)(sizeof(ctor_links) / sizeof(ctor_links[0])));

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -523,6 +524,74 @@ START_TEST(test_life_reload_closed_library)
 }
 END_TEST
 
+/* The descriptors this process has open. */
+static int
+open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    ck_assert_ptr_nonnull(d);
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n - 3; /* ".", ".." and the directory's own */
+}
+
+/* 30 loads, each instrumented; the fds open after each unload, and the spaces. */
+#define FD_CYCLES 30
+typedef struct fd_seen {
+    int loads, fds[FD_CYCLES + 1];
+    uint64_t ctr[FD_CYCLES];
+    qpt_space_t *lib[FD_CYCLES];
+    char why[512];
+} fd_seen_t;
+
+static void
+on_fd_load(qpt_space_t *s, const qpt_event_t *ev, void *arg)
+{
+    fd_seen_t *w = arg;
+    if (strcmp(ev->name, "liblife.so") != 0 || w->loads == FD_CYCLES)
+        return;
+    ck_assert_msg(qpt_library(s, ev->name, &w->lib[w->loads], w->why, sizeof(w->why)) == 0,
+                  "%s", w->why);
+    w->ctr[w->loads] = count_calls(w->lib[w->loads], "lib_work");
+    w->loads++;
+}
+
+static void
+on_fd_unload(qpt_space_t *s, const qpt_event_t *ev, void *arg)
+{
+    fd_seen_t *w = arg;
+    (void)s;
+    if (strcmp(ev->name, "liblife.so") == 0)
+        w->fds[w->loads] = open_fds();
+}
+
+/* An unloaded library's space lets go of its file (cfg_image_release_file): the mutator's
+ * descriptors do not grow with dlopen/dlclose cycles (one more each before), and the
+ * spaces still name their procedures and read their counters at the end. */
+START_TEST(test_life_unload_lets_file_go)
+{
+    char lib[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(LIB, lib));
+    qpt_space_t *s = spawn("cycles", "30", lib);
+    fd_seen_t w = { 0 };
+    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_LOAD, on_fd_load, &w), 0);
+    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_UNLOAD, on_fd_unload, &w), 0);
+    ck_assert_int_eq(qpt_wait(s, 60000), 1);
+    ck_assert_int_eq(w.loads, FD_CYCLES);
+    ck_assert_msg(w.fds[FD_CYCLES] <= w.fds[1] + 3, "descriptors after the first unload %d, "
+                  "after the last %d", w.fds[1], w.fds[FD_CYCLES]);
+    for (int k = 0; k < FD_CYCLES; k++) {
+        uint32_t proc;
+        ck_assert_int_eq(qpt_proc_find(w.lib[k], "lib_work", &proc), 0);
+        ck_assert_str_eq(qpt_proc_name(w.lib[k], proc), "lib_work");
+        ck_assert_int_eq(word(w.lib[k], w.ctr[k]), k + 1);
+    }
+    qpt_close(s);
+}
+END_TEST
+
 /* libc's execv entry made to add 1 to CTR (a variable of another space of S's process),
  * committed. */
 static void
@@ -952,6 +1021,7 @@ life_suite(void)
     tcase_add_test(tc, test_life_exec);
     tcase_add_test(tc, test_life_exec_with_library);
     tcase_add_test(tc, test_life_dlopen_callbacks);
+    tcase_add_test(tc, test_life_unload_lets_file_go);
     tcase_add_test(tc, test_life_reload_counters);
     tcase_add_test(tc, test_life_reload_closed_library);
     tcase_add_test(tc, test_life_exec_after_unload_kept);
