@@ -658,7 +658,9 @@ dyn_session_install(dyn_session_t *s);
  * (checking that each entry still holds our jump), step threads out of trampolines, then
  * unmap the trampoline and counter memory unless a thread may still return into it (a pc,
  * or an address on a stack: then the mapping is left, *LEAKED = 1; call-site trampoline
- * code always stays, *LEAKED = 2). LEAKED may be NULL.
+ * code always stays, *LEAKED = 2). LEAKED may be NULL. When the threads on the jumps in
+ * padding of short entries cannot be moved off them (QP_ENOMEM, QP_EIO returned), those
+ * points stay in and the mapping is left (*LEAKED = 1): `dyn clean` can take them out.
  */
 int
 dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/);

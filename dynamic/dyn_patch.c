@@ -195,7 +195,8 @@ copies_map(const dyn_session_t *s, size_t *n)
  * Threads parked on the jump in padding of a short entry of the points of the round
  * (EXITS: the exits', else the others') moved to where it leads, before its bytes go
  * back: one left there would run the padding's original bytes (another procedure's code,
- * or nops into it), not its procedure. 0, or QP_EIO.
+ * or nops into it), not its procedure. 0, QP_ENOMEM, or QP_EIO (QP_EINVAL: P not
+ * stopped); on an error a thread may still stand on such a jump.
  */
 static int
 move_off_pads(dyn_session_t *s, int exits)
@@ -256,10 +257,20 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
     dyn_pc_map_t *pcs = NULL;
     size_t npcs = 0;
     for (int round = 0; round < 2; round++) {
-        if (move_off_pads(s, round == 1) < 0 && rc == 0)
-            rc = QP_EIO;
+        /*
+         * Threads not moved off the padding jumps (no memory, or a ptrace error) may
+         * stand on one: the points with padding stay in, and the trampolines they lead
+         * to stay mapped, as when a thread cannot leave.
+         */
+        int err = move_off_pads(s, round == 1), pads_stay = err < 0;
+        if (pads_stay) {
+            keep = 1;
+            if (rc == 0)
+                rc = err;
+        }
         for (size_t i = 0; i < s->npts; i++)
             if ((s->pts[i].kind == PT_EXIT) == (round == 1)
+                && !(pads_stay && s->pts[i].pad != 0)
                 && dynp_unpatch(s->p, &s->pts[i], 1) < 0 && rc == 0)
                 rc = QP_EIO;
         nt = 0;
