@@ -344,7 +344,8 @@ dyn_proc_unfollow(dyn_proc_t *p);
 
 /* The pid of a child of P that dyn_proc_unfollow let go stopped (the int3 of the
  * breakpoint still in it: DYN_EV_CHILD_LEFT), the oldest not asked for yet, taken from
- * P's list (call again for the next); 0 when none. */
+ * P's list (call again for the next); then -1 for each such child whose pid could not
+ * be noted (no memory); 0 when none. */
 int
 dyn_proc_left_stopped(dyn_proc_t *p);
 

@@ -501,8 +501,10 @@ dyn_pt_note_left_stopped(dyn_proc_t *p, int pid)
     if (p->nleft == p->capleft) {
         size_t cap = p->capleft ? 2 * p->capleft : 8;
         int *v = realloc(p->left, cap * sizeof(*v));
-        if (v == NULL)
+        if (v == NULL) {
+            dyn_pt_note_unnamed_left_stopped(p);
             return QP_ENOMEM;
+        }
         p->left = v;
         p->capleft = cap;
     }
@@ -510,11 +512,21 @@ dyn_pt_note_left_stopped(dyn_proc_t *p, int pid)
     return 0;
 }
 
+void
+dyn_pt_note_unnamed_left_stopped(dyn_proc_t *p)
+{
+    p->nunnamed++;
+}
+
 int
 dyn_proc_left_stopped(dyn_proc_t *p)
 {
-    if (p == NULL || p->nleft == 0)
+    if (p == NULL || (p->nleft == 0 && p->nunnamed == 0))
         return 0;
+    if (p->nleft == 0) {
+        p->nunnamed--;
+        return -1;
+    }
     int pid = p->left[0];
     memmove(p->left, p->left + 1, --p->nleft * sizeof(*p->left));
     return pid;
@@ -561,8 +573,8 @@ dyn_proc_unfollow(dyn_proc_t *p)
         dyn_proc_t *c = NULL;
         if (take_child(p, p->forks[i], &c) == 0)
             dyn_proc_destroy(c);
-        else if (errno == EFAULT)
-            dyn_pt_note_left_stopped(p, p->forks[i]);
+        else if (errno == EFAULT) /* (no memory to note it: counted, told as -1) */
+            (void)dyn_pt_note_left_stopped(p, p->forks[i]);
     }
     p->nforks = 0;
     /* A thread may still return into the trampoline from a signal handler: its code

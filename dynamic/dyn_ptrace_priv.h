@@ -96,6 +96,7 @@ struct dyn_proc {
     int *left;        /* ... those of them left stopped (take_child), oldest first, until
                        * the caller takes them (dyn_proc_left_stopped) */
     size_t nleft, capleft;
+    size_t nunnamed;  /* ... and those whose pid could not be noted */
     int report_threads; /* ... threads' starts and ends are events (dyn_proc_report_threads) */
     dyn_event_t *tev; /* ... those not yet returned by dyn_proc_poll, oldest first */
     size_t ntev, captev;
@@ -137,8 +138,11 @@ int dyn_pt_cont_all(dyn_proc_t *p);
 int dyn_pt_detach_stopped(int pid, int tid);
 
 /* Child PID of P left stopped (take_child), noted for dyn_proc_left_stopped. 0, or
- * QP_ENOMEM (then it is not told). */
+ * QP_ENOMEM: then only counted (dyn_pt_note_unnamed_left_stopped). */
 int dyn_pt_note_left_stopped(dyn_proc_t *p, int pid);
+/* A child of P left stopped whose pid could not be noted: counted, and told by
+ * dyn_proc_left_stopped as -1 (never lost silently). */
+void dyn_pt_note_unnamed_left_stopped(dyn_proc_t *p);
 
 /* dyn_ptrace_guard.c: the breakpoint guarded by dyn's life (each commented at its
  * definition). */

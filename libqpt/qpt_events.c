@@ -181,38 +181,53 @@ static struct {
     pthread_mutex_t lock;
     int *v;          /* the children's pids */
     size_t n, cap;   /* in v, room in v */
-} left = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0 };
+    size_t unnamed;  /* those whose pid could not be kept (no memory, here or in dyn) */
+} left = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0 };
 
-/* The children of S's process that dyn_proc_unfollow let go stopped, onto the list
- * (without memory for it, one is told only by the return value when it is the first):
- * the first of them, or 0. */
-static int
-take_left_stopped(qpt_space_t *s)
+/*
+ * The children of S's process that dyn_proc_unfollow let go stopped, onto the list; but
+ * the first when NAMED is not NULL: into *NAMED instead (its caller says it as an
+ * error: each child is told once). One whose pid cannot be kept is counted in
+ * left.unnamed. The number put on the list, and *UNNAMED (not NULL) those counted.
+ */
+static size_t
+take_left_stopped(qpt_space_t *s, int *named /*OUT*/, size_t *unnamed /*OUT*/)
 {
-    int first = 0, child;
+    size_t listed = 0, lost = 0;
+    int child;
     pthread_mutex_lock(&left.lock);
     while ((child = dyn_proc_left_stopped(s->proc)) != 0) {
-        if (first == 0)
-            first = child;
-        if (left.n == left.cap) {
+        if (child > 0 && named != NULL && *named == 0) {
+            *named = child;
+            continue;
+        }
+        if (child > 0 && left.n == left.cap) {
             size_t cap = left.cap ? 2 * left.cap : 8;
             int *v = realloc(left.v, cap * sizeof(*v));
-            if (v == NULL)
-                continue;
-            left.v = v;
-            left.cap = cap;
+            if (v != NULL) {
+                left.v = v;
+                left.cap = cap;
+            }
+        }
+        if (child < 0 || left.n == left.cap) {
+            lost++;
+            continue;
         }
         left.v[left.n++] = child;
+        listed++;
     }
+    left.unnamed += lost;
     pthread_mutex_unlock(&left.lock);
-    return first;
+    if (unnamed != NULL)
+        *unnamed = lost;
+    return listed;
 }
 
 void
 qpt_live_unfollow(qpt_space_t *s)
 {
     dyn_proc_unfollow(s->proc);
-    take_left_stopped(s);
+    take_left_stopped(s, NULL, NULL);
 }
 
 size_t
@@ -231,20 +246,36 @@ qpt_children_left_stopped(int *pids, size_t max)
     return k;
 }
 
+size_t
+qpt_children_left_stopped_unnamed(void)
+{
+    pthread_mutex_lock(&left.lock);
+    size_t n = left.unnamed;
+    left.unnamed = 0;
+    pthread_mutex_unlock(&left.lock);
+    return n;
+}
+
 /* Children dyn_proc_unfollow let go stopped (the loader's int3 still in their copy):
- * onto the list, and the first said as S's error, QPT_EIO; else 0. */
+ * the first said as S's error, QPT_EIO, the others onto the list or (pid not kept)
+ * counted, each told once, the error pointing at them; else 0. */
 static int
 said_left_stopped(qpt_space_t *s)
 {
-    size_t before = left.n;
-    int child = take_left_stopped(s);
-    if (child == 0)
+    int child = 0;
+    size_t unnamed;
+    size_t more = take_left_stopped(s, &child, &unnamed);
+    if (child == 0 && unnamed == 0)
         return 0;
-    size_t more = left.n > before ? left.n - before - 1 : 0;
+    if (child == 0)
+        return qpt_fail(s, QP_EIO, "children left stopped (the loader's int3 could not "
+                                   "be taken out), no memory to keep their pids: "
+                                   "qpt_children_left_stopped_unnamed counts them");
     return qpt_fail(s, QP_EIO, "child %d left stopped (the loader's int3 could not be "
-                               "taken out of it): run 'dyn clean %d', then kill -CONT %d%s",
+                               "taken out of it): run 'dyn clean %d', then kill -CONT %d%s%s",
                     child, child, child,
-                    more ? "; others too (qpt_children_left_stopped)" : "");
+                    more ? "; others too (qpt_children_left_stopped)" : "",
+                    unnamed ? "; others unnamed (qpt_children_left_stopped_unnamed)" : "");
 }
 
 int

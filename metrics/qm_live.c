@@ -809,6 +809,7 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     for (size_t n; (n = qpt_children_left_stopped(kids, 16)) > 0;)
         for (size_t k = 0; k < n; k++)
             qml_warn_left_stopped(&l, kids[k]);
+    qml_warn_unnamed_left_stopped(&l, qpt_children_left_stopped_unnamed());
     qm_live_event_t ev = { .kind = QM_EV_REMOVED, .pid = rep->pid,
                            .stop_ms = (qm_now() - t_close) * 1e3 };
     if (!gone && o->on_event != NULL)

@@ -260,6 +260,18 @@ qml_warn_left_stopped(qml_live_t *l, int child)
                 "run 'dyn clean %d', then kill -CONT %d", child, child, child);
 }
 
+/* Tell the user that N children were left stopped whose pids libqpt could not keep (no
+ * memory): where to find them. */
+void
+qml_warn_unnamed_left_stopped(qml_live_t *l, size_t n)
+{
+    if (n > 0)
+        qml_warn(l, "%zu more %s of %d left stopped, %s pid lost (no memory): find %s in "
+                    "state T (ps -o pid,ppid,stat), run 'dyn clean PID', then kill -CONT PID",
+            n, n == 1 ? "child" : "children", l->rep->pid, n == 1 ? "its" : "their",
+            n == 1 ? "it" : "them");
+}
+
 /* Library NAME was unloaded (dlclose): the values of the metrics in it are kept (added to
  * theirs if it is loaded again; an average's kept apart, its focus "... (until dlclose
  * N)"), and those metrics wait for it. */

@@ -369,6 +369,8 @@ void qml_warn(qml_live_t *l, const char *fmt, ...) __attribute__((format(printf,
 /* The warning for a forked child left stopped (QPT_EV_FORK's child_counted -1, or
  * qpt_children_left_stopped after the close): what its user runs. */
 void qml_warn_left_stopped(qml_live_t *l, int child);
+/* ... N more whose pids were lost (qpt_children_left_stopped_unnamed); none: silent. */
+void qml_warn_unnamed_left_stopped(qml_live_t *l, size_t n);
 int qml_set_up_remove(qml_live_t *l, void *arg, char *why, size_t whylen);
 int qml_steer(qml_live_t *l,
               int (*set_up)(qml_live_t *l, void *arg, char *why, size_t whylen),

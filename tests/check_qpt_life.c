@@ -790,6 +790,8 @@ END_TEST
 int dyn_pt_detach_stopped(int pid, int tid);
 /* ... a child so let go noted, as dyn_proc_unfollow notes those it could not clean. */
 int dyn_pt_note_left_stopped(struct dyn_proc *p, int pid);
+/* ... one whose pid could not be noted (no memory) counted. */
+void dyn_pt_note_unnamed_left_stopped(struct dyn_proc *p);
 
 /* Every child that qpt_close's own unfollow lets go stopped is told, through
  * qpt_children_left_stopped: the close returns nothing, and dyn kept only the last such
@@ -809,6 +811,31 @@ START_TEST(test_life_close_children_left_stopped)
     ck_assert_int_eq(kids[1], 999902);
     ck_assert_uint_eq(qpt_children_left_stopped(kids, 4), 1);
     ck_assert_int_eq(kids[0], 999903);
+    ck_assert_uint_eq(qpt_children_left_stopped(kids, 4), 0);
+}
+END_TEST
+
+/* qpt_watch(s, 0) names the first child left stopped in its error, and only the others
+ * go on the list: each is told once (it was on the list too, dyn printed it twice); one
+ * whose pid could not be kept is counted, not lost. */
+START_TEST(test_life_unwatch_children_told_once)
+{
+    int kids[4] = { 0 };
+    qpt_space_t *s = spawn("loop", "1000000000", NULL);
+    ck_assert_msg(qpt_watch(s, QPT_EV_BIT(QPT_EV_FORK)) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(dyn_pt_note_left_stopped(s->proc, 999911), 0);
+    ck_assert_int_eq(dyn_pt_note_left_stopped(s->proc, 999912), 0);
+    dyn_pt_note_unnamed_left_stopped(s->proc);
+    ck_assert_int_eq(qpt_watch(s, 0), QPT_EIO);
+    ck_assert_msg(strstr(qpt_error(s), "child 999911 left stopped") != NULL
+                      && strstr(qpt_error(s), "others too") != NULL
+                      && strstr(qpt_error(s), "others unnamed") != NULL,
+        "%s", qpt_error(s));
+    ck_assert_uint_eq(qpt_children_left_stopped(kids, 4), 1);
+    ck_assert_int_eq(kids[0], 999912);
+    ck_assert_uint_eq(qpt_children_left_stopped_unnamed(), 1);
+    ck_assert_uint_eq(qpt_children_left_stopped_unnamed(), 0);
+    qpt_kill(s);
     ck_assert_uint_eq(qpt_children_left_stopped(kids, 4), 0);
 }
 END_TEST
@@ -1032,6 +1059,7 @@ life_suite(void)
     tcase_add_test(tc, test_life_free_in_use_top);
     tcase_add_test(tc, test_life_fork_child_left_stopped);
     tcase_add_test(tc, test_life_close_children_left_stopped);
+    tcase_add_test(tc, test_life_unwatch_children_told_once);
     suite_add_tcase(s, tc);
 #endif
     tc = tcase_create("time_and_names");

@@ -134,13 +134,23 @@ void qpt_close(qpt_space_t *s);
 /*
  * The children that were let go stopped (SIGSTOP) because the dynamic loader's int3
  * (qpt_watch_unguarded) could not be taken out of their copy, forked while a watched
- * process was being stopped for good: by qpt_close (which cannot say them) or by
- * qpt_watch(S, 0) (whose error says the first). Up to MAX of their pids into PIDS,
+ * process was being stopped for good: by qpt_close (which cannot say them), or by a
+ * qpt_watch that stops following (qpt_watch(S, 0); or, to start again, a library mask on
+ * a process not run yet), whose error, QPT_EIO, names the first: that one is not on the
+ * list (each child is told once). Up to MAX of their pids into PIDS,
  * oldest first, taken from the list (call again for more): their number, 0 when there is
  * none. Their user runs `dyn clean PID`, then kill -CONT PID, for each. (Those left so
  * while the process is watched come as QPT_EV_FORK with child_counted -1 instead.)
  */
 size_t qpt_children_left_stopped(int *pids /*OUT*/, size_t max);
+
+/*
+ * How many more children were let go so whose pid could not be kept (no memory): on no
+ * list, they are only counted; the count since the last call (which resets it). Their
+ * user finds them among the process's children in state T (ps -o pid,ppid,stat), and
+ * does as above for each.
+ */
+size_t qpt_children_left_stopped_unnamed(void);
 
 /* Close S, a process started by qpt_spawn, ending it (SIGKILL) instead of letting it run:
  * a program that cannot be measured is not run. Any other space: as qpt_close. */
