@@ -241,17 +241,17 @@ void cfg_image_destroy(cfg_image_t *img);
 void cfg_image_release_pages(const cfg_image_t *img);
 
 /*
- * Let go of the file IMG was read from (cfg_image_open_bfd): its BFD and descriptor, its
- * mapping, the descriptor of its DWARF types; for an image kept long after its file is
- * needed (a library a process unloaded, whose procedures' names a mutator still reads:
- * one descriptor each otherwise). What was read stays: sections, symbols, relocations,
+ * Let go of the descriptors of the file IMG was read from (cfg_image_open_bfd): its BFD
+ * and that of its DWARF types; for an image kept long after its file is needed (a library
+ * a process unloaded, whose procedures' names a mutator still reads: one descriptor each
+ * otherwise). The file's mapping stays (it holds no descriptor; its pages are the page
+ * cache's), and so does everything read: sections and their bytes, symbols, relocations,
  * names (also the source file names cfg_image_line gave), the decoded instructions and
- * the CFG; the loaded sections' bytes (CFG_SEC_ALLOC) are copied first. From then on the
- * other sections have no bytes (cfg_image_section_named does not find them), and the
- * source lines, the DWARF types and the file's state are unknown (cfg_image_line and
- * cfg_arg_field: not found; cfg_image_file_same: 1, as for an image not read from a
- * file). Not while another thread uses IMG. Returns 0 (also for an image not read from a
- * file, or released already) or QP_ENOMEM (IMG unchanged).
+ * the CFG. From then on the source lines, the DWARF types and the file's state are
+ * unknown (cfg_image_line, cfg_image_func_line and cfg_arg_field: not found;
+ * cfg_image_file_same: 1, as for an image not read from a file). Not while another
+ * thread uses IMG or BFD. Returns 0 (also for an image not read from a file, or released
+ * already) or QP_ENOMEM (IMG unchanged).
  */
 int cfg_image_release_file(cfg_image_t *img);
 

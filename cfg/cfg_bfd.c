@@ -1236,56 +1236,38 @@ cfg_image_release_pages(const cfg_image_t *img)
         (void)madvise((void *)r->map, r->size, MADV_DONTNEED);
 }
 
-/* Does P point into R's mapping of its file? */
-static int
-in_map(const bfd_reader_t *r, const uint8_t *p)
-{
-    return p != NULL && r->map != NULL && p >= r->map && p < r->map + r->size;
-}
 
 int
 cfg_image_release_file(cfg_image_t *img)
 {
     cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
-    if (priv == NULL || priv->close != reader_close || priv->reader == NULL)
+    if (priv == NULL || priv->close != reader_close || priv->reader == NULL
+        || priv->file_released)
         return 0;
     bfd_reader_t *r = priv->reader;
     line_state_t *ls = r->lines;
-    size_t total = 0;
-    for (size_t i = 0; i < img->nsections; i++)
-        if ((img->sections[i].flags & CFG_SEC_ALLOC) && in_map(r, img->sections[i].bytes))
-            total += img->sections[i].size;
-    /* Room first, so that a failure changes nothing. (priv->bytes, cfg_image_from_bytes's,
-     * is free in a file's image.) */
+    /* Room first, so that a failure changes nothing. */
     if (ls != NULL && CFG_VEC_FIT(priv->strings, priv->strings.n + ls->nnames) < 0)
         return QP_ENOMEM;
-    uint8_t *copy = total > 0 ? malloc(total) : NULL;
-    if (total > 0 && copy == NULL)
-        return QP_ENOMEM;
-    size_t at = 0;
-    for (size_t i = 0; i < img->nsections; i++) {
-        cfg_section_t *sec = &img->sections[i];
-        if (!in_map(r, sec->bytes))
-            continue;
-        if (sec->flags & CFG_SEC_ALLOC) {
-            memcpy(copy + at, sec->bytes, sec->size);
-            sec->bytes = copy + at;
-            at += sec->size;
-        } else
-            sec->bytes = NULL;
-    }
-    priv->bytes = copy;
     /* The source file names given out (cfg_image_line) are the image's from now on. */
     for (size_t i = 0; ls != NULL && i < ls->cap; i++)
         if (ls->names[i] != NULL) {
             priv->strings.v[priv->strings.n++] = ls->names[i];
             ls->names[i] = NULL;
         }
+    lines_free(ls);
+    r->lines = NULL;
     cfg_dwtypes_free(priv->dwtypes);
     priv->dwtypes = NULL;
+    /* The descriptors go (BFD's, libdw's); the file's mapping stays, the sections' bytes
+     * in it: a mapping holds no descriptor, and its pages are the page cache's, shared
+     * and reclaimable (a private copy cost a library's loaded size per load cycle). */
+    if (r->abfd != NULL)
+        bfd_close(r->abfd);
+    r->abfd = NULL;
+    free(r->debug_path);
+    r->debug_path = NULL;
     priv->file_released = 1;
-    reader_close(priv);
-    priv->close = NULL;
     return 0;
 }
 
@@ -1293,7 +1275,8 @@ int
 cfg_image_file_same(const cfg_image_t *img, const struct stat *st)
 {
     const cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
-    if (priv == NULL || priv->close != reader_close || priv->reader == NULL || st == NULL)
+    if (priv == NULL || priv->close != reader_close || priv->reader == NULL || st == NULL
+        || priv->file_released)
         return 1;
     const bfd_reader_t *r = priv->reader;
     return cfg_file_same(&r->st, st);
@@ -1504,8 +1487,9 @@ cfg_image_line(const cfg_image_t *img, uint64_t addr, const char **file, unsigne
     *file = NULL;
     *line = 0;
     cfg_image_priv_t *priv = img->priv;
-    if (priv == NULL || priv->close != reader_close || priv->reader == NULL)
-        return QP_ENOTFOUND; /* not read from a file: no debug information */
+    if (priv == NULL || priv->close != reader_close || priv->reader == NULL
+        || priv->file_released)
+        return QP_ENOTFOUND; /* not read from a file (or let go of it): no line information */
     bfd_reader_t *r = priv->reader;
     if (r->lines == NULL && (r->lines = calloc(1, sizeof(line_state_t))) == NULL)
         return QP_ENOMEM;
@@ -1545,7 +1529,8 @@ cfg_image_func_line(const cfg_image_t *img, const char *name, uint64_t addr, con
     *file = NULL;
     *line = 0;
     cfg_image_priv_t *priv = img->priv;
-    if (priv == NULL || priv->close != reader_close || priv->reader == NULL)
+    if (priv == NULL || priv->close != reader_close || priv->reader == NULL
+        || priv->file_released)
         return QP_ENOTFOUND;
     bfd_reader_t *r = priv->reader;
     if (r->lines == NULL && (r->lines = calloc(1, sizeof(line_state_t))) == NULL)
