@@ -510,7 +510,8 @@ dyn_session_install(dyn_session_t *s)
 
     if (s == NULL || s->installed || !dyn_proc_is_stopped(s->p))
         return QP_EINVAL;
-    qsort(s->cand, s->ncand, sizeof(*s->cand), point_cmp);
+    if (s->ncand > 1) /* (cand is NULL when empty: qsort wants an array) */
+        qsort(s->cand, s->ncand, sizeof(*s->cand), point_cmp);
     step_threads_out(s);
     QP_CHECK(dyn_proc_words(s->p, STACK_SCAN, &w, &nw));
     s->pts = calloc(s->ncand ? s->ncand : 1, sizeof(*s->pts));
