@@ -144,6 +144,10 @@ tpid=
 # (e) A thread blocked in a system call right before a patched call site (--calls-from):
 # its pc is the patch's address, but the kernel restarts the call two bytes before; dyn
 # clean moved it into the trampoline (the restart then ran two bytes before that: SIGSEGV).
+# (The compiler's code must put the call right after the syscall, else (e) tests nothing.)
+if ! objdump -d --no-show-raw-insn "$dir/sysnext" | awk '/<waiter>:/ { w = 1 } w && prev ~ /\tsyscall/ && /\tcall / { ok = 1 } { prev = $0 } END { exit !ok }'; then
+    bad "(e) sysnext's waiter has no call right after its syscall: nothing tested"
+fi
 "$dir/sysnext" 6 >"$dir/e.out" 2>&1 &
 tpid=$!
 sleep 0.2
