@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tests/check_fds.h"
 #include "cfg/cfg.h"
 #include "cfg/cfg_priv.h"
 
@@ -433,19 +434,6 @@ START_TEST(test_cfg_lookups)
     free(path);
 }
 END_TEST
-
-/* The descriptors this process has open. */
-static int
-open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    ck_assert_ptr_nonnull(d);
-    while (readdir(d) != NULL)
-        n++;
-    closedir(d);
-    return n;
-}
 
 /* cfg_image_release_file: the descriptor and the mapping let go; the loaded bytes the
  * same as a fresh reading's (copies), the names and a source file name given before

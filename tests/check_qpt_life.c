@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/check_fds.h"
 #include "include/qpt/qpt.h"
 #include "libqpt/qpt_priv.h" /* (a space's process, for the notes by hand) */
 
@@ -523,19 +524,6 @@ START_TEST(test_life_reload_closed_library)
     qpt_close(s);
 }
 END_TEST
-
-/* The descriptors this process has open. */
-static int
-open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    ck_assert_ptr_nonnull(d);
-    while (readdir(d) != NULL)
-        n++;
-    closedir(d);
-    return n - 3; /* ".", ".." and the directory's own */
-}
 
 /* 30 loads, each instrumented; the fds open after each unload, and the spaces. */
 #define FD_CYCLES 30
