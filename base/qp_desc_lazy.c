@@ -980,15 +980,8 @@ call_in_memory(const qp_desc_t *d, uint32_t call)
     if (d->lazy == NULL || d->hdr.version < QP_FORMAT_V7)
         return &d->calls[call];
     const qp_desc_keys_t *k = d->keys;
-    uint32_t lo = 0, hi = k->n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (k->index[mid] < call)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < k->n && k->index[lo] == call ? &k->calls[lo] : NULL;
+    uint32_t at = desc_first_key_from(k, call);
+    return at < k->n && k->index[at] == call ? &k->calls[at] : NULL;
 }
 
 int

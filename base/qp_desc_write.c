@@ -535,23 +535,6 @@ put_exec_next(wb_t *w, const qp_desc_t *d, const qp_desc_call_t *calls, uint32_t
     }
 }
 
-/* The first of KEYS' sites (their call site indices ascending) at or after call site
- * I, or KEYS->n: searched, not counted from the first (a count from 0 for each chunk
- * grew with chunks times key sites: chromium, 8.9 s of the description's CPU). */
-static uint32_t
-first_key_from(const qp_desc_keys_t *keys, uint32_t i)
-{
-    uint32_t lo = 0, hi = keys->n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (keys->index[mid] < i)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* The records of chunk C (its blocks, then its edges; version 7, KEYS not NULL: then its
  * call sites that are not among KEYS), each chunk's deltas from 0. *CALLBYTES: the
  * bytes of its call sites. */
@@ -575,7 +558,7 @@ encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, const qp_desc_keys_t *ke
         memset(&r, 0, sizeof(r));
         r.d = d;
         r.plain_names = 1;
-        uint32_t k = first_key_from(keys, c->call);
+        uint32_t k = desc_first_key_from(keys, c->call);
         for (uint32_t i = c->call; i < c->call + c->ncalls; i++) {
             if (k < keys->n && keys->index[k] == i) {
                 k++;

@@ -5,7 +5,8 @@
 /*
  * PURPOSE: the program model. A neutral image (sections, segments, symbols, dynamic
  * relocations, entry point, build-id) read from an executable through BFD (cfg_bfd.c is
- * the only BFD user) or built from bytes by tests; procedures discovered in it; one control
+ * the only BFD user, every call under one lock: images may be opened, read and closed
+ * from several threads, one thread at a time per image) or built from bytes by tests; procedures discovered in it; one control
  * flow graph per procedure with jump tables, dominators and natural loops.
  * cfg/ depends on arch/ only. It never sees libelf or ptrace and never writes files.
  * Lifetimes: an image owns every string and byte it hands out until cfg_image_destroy();
@@ -250,7 +251,7 @@ void cfg_image_release_pages(const cfg_image_t *img);
  * the CFG. From then on the source lines, the DWARF types and the file's state are
  * unknown (cfg_image_line, cfg_image_func_line and cfg_arg_field: not found;
  * cfg_image_file_same: 1, as for an image not read from a file). Not while another
- * thread uses IMG or BFD. Returns 0 (also for an image not read from a file, or released
+ * thread uses IMG (other images: yes). Returns 0 (also for an image not read from a file, or released
  * already) or QP_ENOMEM (IMG unchanged).
  */
 int cfg_image_release_file(cfg_image_t *img);
@@ -356,7 +357,7 @@ cfg_runtime_t cfg_image_runtime(const cfg_image_t *img);
  * (cfg_bfd.c, through BFD's nearest-line lookup with a cache in front). *FILE is owned
  * by the image, and one file name is always the same pointer. Returns 0, QP_ENOTFOUND
  * (no line information for ADDR, or an image not read from a file), QP_EINVAL or
- * QP_ENOMEM. Not thread-safe: the cache lives in the image.
+ * QP_ENOMEM. One thread at a time per image (the cache lives in it).
  */
 int cfg_image_line(const cfg_image_t *img, uint64_t addr, const char **file /*OUT*/,
                    unsigned *line /*OUT*/);

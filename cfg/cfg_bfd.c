@@ -15,6 +15,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -52,6 +53,50 @@ typedef struct bfd_reader {
 
 static int open_mapped(const char *path, bfd_reader_t *r, int *fd_out);
 static int quiet_check_format(bfd *abfd);
+static int open_elf_bfd(const char *path, int fd, bfd **out);
+static void quiet_bfd_errors(const char *fmt, va_list ap);
+
+/*
+ * BFD's state is global, not per file: its list of open files and the cache of their
+ * descriptors (every read goes through it: bfd_seek, bfd_bread), the numbers of the next
+ * file and section, its error, and the stderr quiet_check_format swaps. Images are used
+ * from different threads (qpt(3), THREAD SAFETY: qpt_wait closes the BFD of a library the
+ * process unloaded while another thread looks lines up in another space), so every call
+ * into BFD is made under bfd_lock (bfd_enter .. bfd_leave). A leaf lock: nothing done
+ * while it is held takes another. What reads only one BFD's own structures
+ * (bfd_section_*, bfd_asymbol_*, bfd_get_arch*, abfd->sections, the names and symbols it
+ * gave) and libiberty's demangler (cfg_demangle) run without it.
+ */
+static pthread_mutex_t bfd_lock = PTHREAD_MUTEX_INITIALIZER;
+static int bfd_ready; /* bfd_init done (under bfd_lock) */
+
+static void
+bfd_enter(void)
+{
+    pthread_mutex_lock(&bfd_lock);
+    if (!bfd_ready) {
+        bfd_init();
+        bfd_set_error_handler(quiet_bfd_errors);
+        bfd_ready = 1;
+    }
+}
+
+static void
+bfd_leave(void)
+{
+    pthread_mutex_unlock(&bfd_lock);
+}
+
+/* bfd_close(ABFD), NULL too. */
+static void
+close_bfd(bfd *abfd)
+{
+    if (abfd == NULL)
+        return;
+    bfd_enter();
+    bfd_close(abfd);
+    bfd_leave();
+}
 
 static void
 lines_free(line_state_t *ls)
@@ -83,8 +128,7 @@ reader_close(cfg_image_priv_t *priv)
         return;
     lines_free(r->lines);
     free(r->debug_path);
-    if (r->abfd != NULL)
-        bfd_close(r->abfd);
+    close_bfd(r->abfd);
     unmap(r);
     free(r);
     priv->reader = NULL;
@@ -736,6 +780,8 @@ init_word(const cfg_image_t *img, uint64_t addr, const uint8_t *p)
  * Symbols through BFD
  */
 
+/* SYMS (N, from source SRC) into IMG. Reads only the symbols' own structures: without
+ * bfd_lock. */
 static int
 add_bfd_symbols(cfg_image_t *img, asymbol **syms, long n, int src, const sym_size_t *sizes,
                 size_t nsizes, const sym_size_vec_t *objsizes)
@@ -869,7 +915,7 @@ plt_symbols(cfg_image_t *img)
  * MB) and keeps them until its file closes: they come from a BFD of their own, *APART
  * (with its dynamic symbols *APART_DYN), which the caller closes once it has copied
  * them (the static symbols serve no ELF target's synthetic symbols); when that cannot
- * be opened, from ABFD with its symbols ST and DYN.
+ * be opened, from ABFD with its symbols ST and DYN. Under bfd_lock.
  */
 static long
 synthetic_symbols(bfd *abfd, long nst, asymbol **st, long ndyn, asymbol **dyn, bfd **apart,
@@ -904,6 +950,7 @@ read_symbols(cfg_image_t *img, bfd_reader_t *r)
         rc = collect_sizes(r, &objsizes, 1);
     if (rc < 0)
         goto out;
+    bfd_enter();
     long ub = bfd_get_symtab_upper_bound(abfd);
     if (ub > 0 && (st = malloc(ub)) != NULL)
         nst = bfd_canonicalize_symtab(abfd, st);
@@ -917,6 +964,7 @@ read_symbols(cfg_image_t *img, bfd_reader_t *r)
     if (ndyn < 0)
         ndyn = 0;
     nsynth = synthetic_symbols(abfd, nst, st, ndyn, dyn, &apart, &apart_dyn, &synth);
+    bfd_leave();
     if (nsynth < 0)
         nsynth = 0;
     size_t cap = (size_t)nst + (size_t)ndyn + (size_t)nsynth;
@@ -949,8 +997,7 @@ out:
     free(dyn);
     free(synth);
     free(apart_dyn);
-    if (apart != NULL)
-        bfd_close(apart);
+    close_bfd(apart);
     CFG_VEC_FREE(sizes);
     CFG_VEC_FREE(objsizes);
     return rc;
@@ -1002,15 +1049,16 @@ cfg_bfd_add_debug_symbols(cfg_image_t *img, const char *path, const cfg_debug_wa
     if (want->check_crc
         && (uint32_t)bfd_calc_gnu_debuglink_crc32(0, d.map, d.size) != want->crc)
         goto out;
-    d.abfd = bfd_fdopenr(path, NULL, fd); /* BFD owns FD from here */
+    int not_elf = open_elf_bfd(path, fd, &d.abfd); /* BFD owns FD from here */
     fd = -1;
-    if (d.abfd == NULL || !quiet_check_format(d.abfd)
-        || bfd_get_flavour(d.abfd) != bfd_target_elf_flavour)
+    if (not_elf < 0)
         goto out;
+    bfd_enter();
     long ub = bfd_get_symtab_upper_bound(d.abfd);
     long nst = 0;
     if (ub > 0 && (st = malloc(ub)) != NULL)
         nst = bfd_canonicalize_symtab(d.abfd, st);
+    bfd_leave();
     if (nst <= 0)
         goto out;
     if ((rc = collect_sizes(&d, &sizes, 0)) < 0 || (rc = collect_sizes(&d, &objsizes, 1)) < 0
@@ -1025,7 +1073,13 @@ cfg_bfd_add_debug_symbols(cfg_image_t *img, const char *path, const cfg_debug_wa
     /* Its symbols are read now, once: they must come from the file as it was opened (a
      * truncation faults, see cfg_mapped.c; a write in place would not). */
     struct stat now;
-    if (rc == 0 && used == 1 && (bfd_stat(d.abfd, &now) != 0 || !cfg_file_same(&d.st, &now)))
+    int stat_rc = 0;
+    if (rc == 0 && used == 1) {
+        bfd_enter();
+        stat_rc = bfd_stat(d.abfd, &now);
+        bfd_leave();
+    }
+    if (rc == 0 && used == 1 && (stat_rc != 0 || !cfg_file_same(&d.st, &now)))
         used = CFG_DEBUG_CHANGED;
     bfd_reader_t *r = ((cfg_image_priv_t *)img->priv)->reader;
     if (rc == 0 && used == 1 && !want->own && r != NULL) {
@@ -1039,7 +1093,7 @@ out:
     CFG_VEC_FREE(sizes);
     CFG_VEC_FREE(objsizes);
     if (d.abfd != NULL)
-        bfd_close(d.abfd);
+        close_bfd(d.abfd);
     else if (fd >= 0)
         close(fd);
     unmap(&d);
@@ -1174,7 +1228,8 @@ read_init_funcs(cfg_image_t *img, const dyn_info_t *d)
  * bfd_check_format, without the warnings BFD 2.40 writes to stderr itself while it tries
  * the formats (format.c's print_warnmsg calls fprintf(stderr) instead of the error
  * handler: "has a program header with invalid alignment"). A library never prints, so
- * stderr points to /dev/null for the call.
+ * stderr points to /dev/null for the call (under bfd_lock: two of these at once would
+ * leave stderr at a closed FILE).
  */
 static int
 quiet_check_format(bfd *abfd)
@@ -1188,6 +1243,25 @@ quiet_check_format(bfd *abfd)
     if (null != NULL)
         fclose(null);
     return ok;
+}
+
+/*
+ * A BFD of the ELF file at PATH, read through FD, which it owns from here (also when
+ * this fails) into *OUT (NULL when it could not be made; else the caller closes it, also
+ * when this fails). 0, QP_EIO or QP_EFORMAT (not ELF to BFD).
+ */
+static int
+open_elf_bfd(const char *path, int fd, bfd **out)
+{
+    bfd_enter();
+    bfd *abfd = bfd_fdopenr(path, NULL, fd);
+    int rc = abfd == NULL ? QP_EIO : 0;
+    if (rc == 0
+        && (!quiet_check_format(abfd) || bfd_get_flavour(abfd) != bfd_target_elf_flavour))
+        rc = QP_EFORMAT;
+    bfd_leave();
+    *out = abfd;
+    return rc;
 }
 
 static int
@@ -1262,8 +1336,7 @@ cfg_image_release_file(cfg_image_t *img)
     /* The descriptors go (BFD's, libdw's); the file's mapping stays, the sections' bytes
      * in it: a mapping holds no descriptor, and its pages are the page cache's, shared
      * and reclaimable (a private copy cost a library's loaded size per load cycle). */
-    if (r->abfd != NULL)
-        bfd_close(r->abfd);
+    close_bfd(r->abfd);
     r->abfd = NULL;
     free(r->debug_path);
     r->debug_path = NULL;
@@ -1303,16 +1376,10 @@ cfg_image_open_bfd(const char *path, cfg_image_t **out)
 static int
 open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, int any_isa)
 {
-    static int bfd_ready;
     if (why != NULL && whylen > 0)
         why[0] = '\0';
     if (path == NULL || out == NULL)
         return QP_EINVAL;
-    if (!bfd_ready) {
-        bfd_init();
-        bfd_set_error_handler(quiet_bfd_errors);
-        bfd_ready = 1;
-    }
     cfg_image_t *img = cfg_image_alloc();
     bfd_reader_t *r = calloc(1, sizeof(*r));
     if (img == NULL || r == NULL) {
@@ -1354,16 +1421,10 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, int any_
         img->dyninit = dyn.dyninit;
     }
 
-    r->abfd = bfd_fdopenr(path, NULL, fd); /* BFD owns FD from here */
+    rc = open_elf_bfd(path, fd, &r->abfd); /* BFD owns FD from here */
     fd = -1;
-    if (r->abfd == NULL) {
-        rc = QP_EIO;
+    if (rc < 0)
         goto fail;
-    }
-    if (!quiet_check_format(r->abfd) || bfd_get_flavour(r->abfd) != bfd_target_elf_flavour) {
-        rc = QP_EFORMAT;
-        goto fail;
-    }
     /* Our BFD knows x86 only: an AArch64 file is read as generic elf64-little (sections,
      * symbols, lines); its relocations and PLT entries are read here (read_relocs,
      * plt_symbols). */
@@ -1502,9 +1563,14 @@ cfg_image_line(const cfg_image_t *img, uint64_t addr, const char **file, unsigne
         c->addr = addr + 1;
         c->file = NULL;
         c->line = 0;
-        if (sec != NULL
-            && bfd_find_nearest_line(r->abfd, sec, NULL, addr - bfd_section_vma(sec), &f, &fn, &l)
-            && f != NULL && l != 0) {
+        int found = 0;
+        if (sec != NULL) {
+            bfd_enter();
+            found = bfd_find_nearest_line(r->abfd, sec, NULL, addr - bfd_section_vma(sec), &f,
+                                          &fn, &l);
+            bfd_leave();
+        }
+        if (found && f != NULL && l != 0) {
             c->file = intern_name(ls, f);
             if (c->file == NULL) {
                 c->addr = 0;
@@ -1540,16 +1606,24 @@ cfg_image_func_line(const cfg_image_t *img, const char *name, uint64_t addr, con
     if (sec == NULL)
         return QP_ENOTFOUND;
     /* BFD finds a function's DW_AT_decl_line from a symbol: name and address. */
-    if (ls->func_sym == NULL && (ls->func_sym = bfd_make_empty_symbol(r->abfd)) == NULL)
-        return QP_ENOMEM;
+    bfd_enter();
+    if (ls->func_sym == NULL)
+        ls->func_sym = bfd_make_empty_symbol(r->abfd);
     asymbol *sym = ls->func_sym;
-    sym->name = name;
-    sym->section = sec;
-    sym->value = addr - bfd_section_vma(sec);
-    sym->flags = BSF_FUNCTION | BSF_GLOBAL;
     const char *f = NULL;
     unsigned l = 0;
-    if (!bfd_find_line(r->abfd, NULL, sym, &f, &l) || f == NULL || l == 0)
+    int found = 0;
+    if (sym != NULL) {
+        sym->name = name;
+        sym->section = sec;
+        sym->value = addr - bfd_section_vma(sec);
+        sym->flags = BSF_FUNCTION | BSF_GLOBAL;
+        found = bfd_find_line(r->abfd, NULL, sym, &f, &l);
+    }
+    bfd_leave();
+    if (sym == NULL)
+        return QP_ENOMEM;
+    if (!found || f == NULL || l == 0)
         return QP_ENOTFOUND;
     if ((*file = intern_name(ls, f)) == NULL)
         return QP_ENOMEM;
@@ -1570,5 +1644,6 @@ cfg_demangle(const char *name)
 {
     if (name == NULL || name[0] != '_')
         return NULL;
+    /* Without a BFD, bfd_demangle is libiberty's demangler: no BFD state, no lock. */
     return bfd_demangle(NULL, name, CFG_DMGL_PARAMS | CFG_DMGL_ANSI);
 }

@@ -69,6 +69,15 @@ spawn(const char *what, const char *n, const char *extra)
     return s;
 }
 
+/* life_prog WHAT N with liblife.so's absolute path as its third argument. */
+static qpt_space_t *
+spawn_with_lib(const char *what, const char *n)
+{
+    char lib[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(LIB, lib));
+    return spawn(what, n, lib);
+}
+
 /*****************************************************************************
  * The end of a process
  */
@@ -413,9 +422,7 @@ on_exit_ev(qpt_space_t *s, const qpt_event_t *ev, void *arg)
 
 START_TEST(test_life_dlopen_callbacks)
 {
-    char lib[PATH_MAX];
-    ck_assert_ptr_nonnull(realpath(LIB, lib));
-    qpt_space_t *s = spawn("dlopen", "8", lib);
+    qpt_space_t *s = spawn_with_lib("dlopen", "8");
     lib_seen_t w = { 0 };
     ck_assert_msg(qpt_set_callback(s, QPT_EV_LIBRARY_LOAD, on_load, &w) == 0, "%s",
                   qpt_error(s));
@@ -474,16 +481,23 @@ on_reload(qpt_space_t *s, const qpt_event_t *ev, void *arg)
     w->ctr[w->loads++] = count_calls(l, "lib_work");
 }
 
+/* life_prog cycles N LIB run to its end in qpt_wait (MS ms at most): LOAD(s, ev, LARG)
+ * at each library load, UNLOAD(s, ev, UARG) at each unload. The program's space. */
+static qpt_space_t *
+cycles_run(const char *n, qpt_event_fn load, void *larg, qpt_event_fn unload, void *uarg,
+           int ms)
+{
+    qpt_space_t *s = spawn_with_lib("cycles", n);
+    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_LOAD, load, larg), 0);
+    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_UNLOAD, unload, uarg), 0);
+    ck_assert_int_eq(qpt_wait(s, ms), 1);
+    return s;
+}
+
 START_TEST(test_life_reload_counters)
 {
-    char lib[PATH_MAX];
-    ck_assert_ptr_nonnull(realpath(LIB, lib));
-    qpt_space_t *s = spawn("cycles", "3", lib);
     reload_seen_t w = { 0 };
-    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_LOAD, on_reload, &w), 0);
-    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_UNLOAD, on_unload, &(lib_seen_t){ 0 }),
-                     0);
-    ck_assert_int_eq(qpt_wait(s, 20000), 1);
+    qpt_space_t *s = cycles_run("3", on_reload, &w, on_unload, &(lib_seen_t){ 0 }, 20000);
     ck_assert_int_eq(w.loads, 3);
     ck_assert_int_eq(w.refused, 2);
     ck_assert(w.ctr[0] != w.ctr[1] && w.ctr[1] != w.ctr[2] && w.ctr[0] != w.ctr[2]);
@@ -509,13 +523,8 @@ on_unload_close(qpt_space_t *s, const qpt_event_t *ev, void *arg)
 
 START_TEST(test_life_reload_closed_library)
 {
-    char lib[PATH_MAX];
-    ck_assert_ptr_nonnull(realpath(LIB, lib));
-    qpt_space_t *s = spawn("cycles", "3", lib);
     reload_seen_t w = { 0 };
-    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_LOAD, on_reload, &w), 0);
-    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_UNLOAD, on_unload_close, &w), 0);
-    ck_assert_int_eq(qpt_wait(s, 20000), 1);
+    qpt_space_t *s = cycles_run("3", on_reload, &w, on_unload_close, &w, 20000);
     ck_assert_int_eq(w.loads, 3);
     ck_assert_int_eq(w.refused, 2);
     ck_assert(w.ctr[0] != w.ctr[1] && w.ctr[1] != w.ctr[2] && w.ctr[0] != w.ctr[2]);
@@ -560,13 +569,8 @@ on_fd_unload(qpt_space_t *s, const qpt_event_t *ev, void *arg)
  * spaces still name their procedures and read their counters at the end. */
 START_TEST(test_life_unload_lets_file_go)
 {
-    char lib[PATH_MAX];
-    ck_assert_ptr_nonnull(realpath(LIB, lib));
-    qpt_space_t *s = spawn("cycles", "30", lib);
     fd_seen_t w = { 0 };
-    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_LOAD, on_fd_load, &w), 0);
-    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_UNLOAD, on_fd_unload, &w), 0);
-    ck_assert_int_eq(qpt_wait(s, 60000), 1);
+    qpt_space_t *s = cycles_run("30", on_fd_load, &w, on_fd_unload, &w, 60000);
     ck_assert_int_eq(w.loads, FD_CYCLES);
     ck_assert_msg(w.fds[FD_CYCLES] <= w.fds[1] + 3, "descriptors after the first unload %d, "
                   "after the last %d", w.fds[1], w.fds[FD_CYCLES]);
@@ -600,6 +604,54 @@ add_at_execv(qpt_space_t *s, uint64_t ctr)
     ck_assert_msg(qpt_commit(libc) == 0, "%s", qpt_error(libc));
 }
 
+/* At a load of liblife.so in dlexec_run: S the program's space, EV the event. */
+typedef void dlexec_load_fn(qpt_space_t *s, const qpt_event_t *ev, void *arg);
+
+/* life_prog dlexec 4 (4 dlopen/dlclose cycles of liblife.so, then an execv) spawned and
+ * watched up to its execve (or its end): LOADED(S, EV, ARG) at each load of liblife.so.
+ * The program's space, stopped at that last event, in *EV. */
+static qpt_space_t *
+dlexec_run(dlexec_load_fn *loaded, void *arg, qpt_event_t *ev)
+{
+    qpt_space_t *s = spawn_with_lib("dlexec", "4");
+    ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_LIBRARY_LOAD) | QPT_EV_BIT(QPT_EV_EXEC)),
+                     0);
+    for (;;) {
+        next(s, ev);
+        if (ev->kind == QPT_EV_EXEC || ev->kind == QPT_EV_EXIT)
+            return s;
+        ck_assert_int_eq(ev->kind, QPT_EV_LIBRARY_LOAD);
+        if (strcmp(ev->name, "liblife.so") == 0)
+            loaded(s, ev, arg);
+    }
+}
+
+/* exec_after_unload_kept's state: the library's space, its counter, close_early. */
+typedef struct kept_seen {
+    qpt_space_t *l;
+    uint64_t ctr;
+    int close_early;
+} kept_seen_t;
+
+static void
+kept_load(qpt_space_t *s, const qpt_event_t *ev, void *arg)
+{
+    kept_seen_t *k = arg;
+    char why[512];
+    if (k->l != NULL)
+        return;
+    ck_assert_msg(qpt_library(s, ev->name, &k->l, why, sizeof(why)) == 0, "%s", why);
+    k->ctr = count_calls(k->l, "lib_work");
+    /* libc's execv adds to the library's counter too (in reach: libraries are
+     * mapped together): it stays mapped at the dlclose */
+    add_at_execv(s, k->ctr);
+    if (k->close_early) { /* loaded still: libc's snippet keeps adding to it */
+        qpt_close(k->l);
+        k->l = NULL;
+        k->close_early = 2;
+    }
+}
+
 /* A library's variable that a snippet of another library uses outlives its dlclose
  * (kept mapped); an execve then takes it: a snippet of the new program that uses it is refused,
  * its last value still read (review of dynfix: the unloaded library's variables were
@@ -607,35 +659,15 @@ add_at_execv(qpt_space_t *s, uint64_t ctr)
 static void
 exec_after_unload_kept(int close_early)
 {
-    char lib[PATH_MAX], why[512];
-    ck_assert_ptr_nonnull(realpath(LIB, lib));
-    qpt_space_t *s = spawn("dlexec", "4", lib), *l = NULL;
-    ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_LIBRARY_LOAD) | QPT_EV_BIT(QPT_EV_EXEC)),
-                     0);
+    kept_seen_t k = { NULL, 0, close_early };
     qpt_event_t ev;
-    uint64_t ctr = 0;
     uint32_t proc;
     qpt_point_t pt;
     size_t n;
-    for (;;) {
-        next(s, &ev);
-        if (ev.kind == QPT_EV_EXEC)
-            break;
-        ck_assert_int_eq(ev.kind, QPT_EV_LIBRARY_LOAD);
-        if (strcmp(ev.name, "liblife.so") != 0 || l != NULL)
-            continue;
-        ck_assert_msg(qpt_library(s, ev.name, &l, why, sizeof(why)) == 0, "%s", why);
-        ctr = count_calls(l, "lib_work");
-        /* libc's execv adds to the library's counter too (in reach: libraries are
-         * mapped together): it stays mapped at the dlclose */
-        add_at_execv(s, ctr);
-        if (close_early) { /* loaded still: libc's snippet keeps adding to it */
-            qpt_close(l);
-            l = NULL;
-            close_early = 2;
-        }
-    }
-    ck_assert(l != NULL || close_early == 2);
+    qpt_space_t *s = dlexec_run(kept_load, &k, &ev), *l = k.l;
+    uint64_t ctr = k.ctr;
+    ck_assert_int_eq(ev.kind, QPT_EV_EXEC);
+    ck_assert(l != NULL || k.close_early == 2);
     /* 4 lib_work (none once its space is closed: its insertions go), 1 execv */
     int want = close_early ? 1 : 5;
     ck_assert_int_eq(word(s, ctr), want);
@@ -968,34 +1000,37 @@ END_TEST
  * counter); 1: through the program's space, after the library's space is closed (its
  * variables handed over). Before, both unmapped it and the process died (SIGSEGV) at
  * its execv. */
+typedef struct free_seen {
+    int mode, done, frc;
+} free_seen_t;
+
+static void
+free_load(qpt_space_t *s, const qpt_event_t *ev, void *arg)
+{
+    free_seen_t *f = arg;
+    char why[512];
+    qpt_space_t *l = NULL;
+    uint64_t ctr = 0;
+    if (f->done++)
+        return;
+    ck_assert_msg(qpt_library(s, ev->name, &l, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qpt_alloc(l, 8, &ctr), 0);
+    add_at_execv(s, ctr);
+    if (f->mode == 0)
+        f->frc = qpt_free(l, ctr);
+    else {
+        qpt_close(l);
+        f->frc = qpt_free(s, ctr);
+    }
+}
+
 static void
 free_in_use(int mode)
 {
-    char lib[PATH_MAX], why[512];
-    ck_assert_ptr_nonnull(realpath(LIB, lib));
-    qpt_space_t *s = spawn("dlexec", "4", lib), *l = NULL;
-    ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_LIBRARY_LOAD) | QPT_EV_BIT(QPT_EV_EXEC)),
-                     0);
+    free_seen_t f = { mode, 0, 0 };
     qpt_event_t ev;
-    uint64_t ctr = 0;
-    int frc = 0;
-    for (;;) {
-        next(s, &ev);
-        if (ev.kind == QPT_EV_EXEC || ev.kind == QPT_EV_EXIT)
-            break;
-        if (ev.kind != QPT_EV_LIBRARY_LOAD || strcmp(ev.name, "liblife.so") != 0 || l != NULL)
-            continue;
-        ck_assert_msg(qpt_library(s, ev.name, &l, why, sizeof(why)) == 0, "%s", why);
-        ck_assert_int_eq(qpt_alloc(l, 8, &ctr), 0);
-        add_at_execv(s, ctr);
-        if (mode == 0)
-            frc = qpt_free(l, ctr);
-        else {
-            qpt_close(l);
-            frc = qpt_free(s, ctr);
-        }
-    }
-    ck_assert_msg(frc != 0, "mode %d: qpt_free of a variable in use was not refused", mode);
+    qpt_space_t *s = dlexec_run(free_load, &f, &ev);
+    ck_assert_msg(f.frc != 0, "mode %d: qpt_free of a variable in use was not refused", mode);
     ck_assert_msg(ev.kind == QPT_EV_EXEC, "mode %d: the process ended (status %d)", mode,
                   ev.status);
     qpt_close(s);

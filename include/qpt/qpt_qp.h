@@ -17,8 +17,8 @@
  * Conventions as in qpt.h: 0 or a negative QPT_E* code, one line in the caller's WHY
  * buffer; the library never prints and never reads the environment. Threads: one thread
  * at a time per set (its modules decode parts of their descriptions on demand); distinct
- * sets are independent, except that opening executables reads them through libbfd (as
- * qpt_open: one at a time in a process).
+ * sets are independent (executables are read through libbfd under libqpt's lock, as
+ * qpt_open).
  */
 #include <stddef.h>
 #include <stdint.h>

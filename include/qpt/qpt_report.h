@@ -11,8 +11,8 @@
  * Conventions as in qpt.h: 0 (or a count, a descriptor) or a
  * negative QPT_E* code, one line in the caller's WHY buffer; the library never prints
  * and never reads the environment. Threads: qpt_profile_entry_calls and qpt_tr_desc_read
- * read the program through libbfd (one at a time in a process, as qpt_open); every
- * other call is safe on distinct objects (qpt(3), THREAD SAFETY).
+ * are safe from any thread (they read the program through libbfd under libqpt's lock,
+ * as qpt_open); every other call is safe on distinct objects (qpt(3), THREAD SAFETY).
  */
 #include <stddef.h>
 #include <stdint.h>
