@@ -409,6 +409,30 @@ visit_proc(void *arg, uint32_t proc, const qp_flow_t *f, const qp_flow_zero_t *z
     return 0;
 }
 
+/*
+ * Per procedure of R's description, whether a block of it has abandoned flow, when only
+ * dumps before an exec abandoned any (no frame of a back-trace matched): read at the exec
+ * call sites' blocks alone, where those count. NULL otherwise (the walk reads every
+ * block's count), or out of memory.
+ */
+static uint8_t *
+left_at_execs(const qp_report_t *r)
+{
+    const qp_desc_t *d = r->desc;
+    const qp_desc_keys_t *k = qp_desc_keys(d);
+    uint32_t n = d->hdr.nprocs;
+    if (r->abandoned == NULL || r->bt.matched > 0 || k == NULL)
+        return NULL;
+    uint8_t *left = calloc(n + 1, 1);
+    for (uint32_t i = 0; left != NULL && i < n; i++) {
+        const qp_desc_proc_t *p = &d->procs[i];
+        for (uint32_t s = k->first[i]; s < k->n && k->calls[s].block - p->block < p->nblocks;
+             s++)
+            left[i] |= (k->calls[s].flags & QP_CALLF_EXEC) && r->abandoned[k->calls[s].block];
+    }
+    return left;
+}
+
 /* Every measured procedure solved once (and the entries of those counted by their
  * calls), then the flat-profile order and the procedures not measured by address. */
 static int
@@ -431,9 +455,11 @@ collect_results(qp_report_t *r)
         else
             w.row[i] = r->nprocs++;
     }
+    uint8_t *left = rc == 0 ? left_at_execs(r) : NULL;
     if (rc == 0)
-        rc = qp_flow_entries_visit(d, r->prof->counters, h->ncounters, r->abandoned,
+        rc = qp_flow_entries_visit(d, r->prof->counters, h->ncounters, r->abandoned, left,
                                    visit_proc, &w, &r->entries);
+    free(left);
     free(w.row);
     QP_CHECK(rc);
     for (uint32_t k = 0; k < r->nprocs; k++) {
