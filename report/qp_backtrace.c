@@ -606,10 +606,12 @@ exec_block_lazy(const qp_desc_t *d, const uint32_t *execs, size_t nexecs, uint64
  * the exec's call block, which has a return edge (an exec may fail and return), unlike
  * exit's. The block holding the dump's pc (the hook before the call: the moved block
  * starting last at or before it, the one of highest index among equal starts) gets it.
- * One pass over the blocks for every dump of P (a lazy description: exec_block_lazy).
+ * One pass over the blocks for every dump of P (a lazy description: exec_block_lazy);
+ * ST->execs counts those found.
  */
 static int
-abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandoned)
+abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandoned,
+                    qp_backtrace_stats_t *st)
 {
     size_t n = p->ndumps;
     uint64_t *best = calloc(n, sizeof(uint64_t));
@@ -651,6 +653,7 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
         for (size_t x = 0; at[k] != QP_VIRT && x < nexecs; x++)
             if (keys->calls[execs[x]].block == at[k]) {
                 abandoned[at[k]]++;
+                st->execs++;
                 break;
             }
     free(execs);
@@ -672,7 +675,7 @@ qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t 
         return QP_EINVAL;
     if (p->ndumps == 0)
         return 0;
-    QP_CHECK(abandon_exec_blocks(d, p, abandoned));
+    QP_CHECK(abandon_exec_blocks(d, p, abandoned, st));
     abandon_ctx_t c = { NULL, 0, 0, 0 };
     for (size_t i = 0; i < p->ndumps && !c.nomem; i++) {
         int why = qp_backtrace_walk(u, &p->dumps[i], on_return_address, &c);

@@ -63,6 +63,8 @@ typedef struct qp_backtrace_stats {
     uint64_t dumps;      /* dumps walked */
     uint64_t frames;     /* return addresses found */
     uint64_t matched;    /* ... that are relocated call sites (abandoned += 1) */
+    uint64_t execs;      /* dumps taken before an exec, counted at its call block
+                          * (abandoned += 1) */
     uint64_t incomplete; /* walks that stopped early (QP_BT_NOCFI, OUTSIDE, LIMIT,
                           * BADEXPR): frames above may have been missed */
 } qp_backtrace_stats_t;

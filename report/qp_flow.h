@@ -136,10 +136,12 @@ typedef int (*qp_flow_visit_fn)(void *arg, uint32_t proc, const qp_flow_t *f,
  * were (then the lowest index of those ready first), and those whose callers form a
  * cycle come last (their calls stay unknown). A report that reads every procedure's
  * counts this way solves none twice, and a lazy description decodes most chunks once.
+ * LEFT (or NULL): per procedure, whether a block of it has abandoned flow in ABANDONED,
+ * when the caller knows (then ABANDONED is read only in those procedures' blocks).
  */
 int
 qp_flow_entries_visit(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
-    const uint64_t *abandoned, qp_flow_visit_fn visit, void *arg,
+    const uint64_t *abandoned, const uint8_t *left, qp_flow_visit_fn visit, void *arg,
     qp_flow_entries_t *out /*OUT*/);
 
 /*

@@ -83,7 +83,8 @@ typedef struct qp_proc_result {
 typedef struct qp_report {
     const qp_desc_t *desc;    /* not owned */
     const qp_profile_t *prof; /* not owned */
-    uint64_t *abandoned;      /* per global block: executions abandoned at exits */
+    uint64_t *abandoned;      /* per global block: executions abandoned at exits;
+                               * NULL when none was */
     qp_flow_entries_t entries; /* calls of the procedures counted by their calls */
     qp_backtrace_stats_t bt;  /* what the back-traces found */
     qp_proc_result_t *procs;  /* measured procedures in flat-profile order:
