@@ -234,6 +234,17 @@ ed_unwind_fdes(
     const cfg_image_t *img, int (*fn)(void *arg, const ed_fde_info_t *info), void *arg);
 
 /*
+ * ed_unwind_fdes, and with PAD not NULL ed_unwind_landing_pads' calls PAD(PAD_ARG, FUNC,
+ * PAD) too, from the same read of the tables (after FN's calls; a read costs cc1 90 M
+ * instructions): *PADS_RC gets what ed_unwind_landing_pads would have returned, or 1 when
+ * the pads were not walked (PAD NULL, or the FDEs' walk stopped with an error).
+ */
+int
+ed_unwind_fdes_pads(const cfg_image_t *img,
+    int (*fn)(void *arg, const ed_fde_info_t *info), void *arg,
+    int (*pad)(void *arg, uint64_t func, uint64_t pad), void *pad_arg, int *pads_rc);
+
+/*
  * Call FN(ARG, FUNC, PAD) for every landing pad PAD named by the LSDA of an FDE of IMG
  * whose code starts at FUNC, in .eh_frame order. Only the unwinder jumps to landing
  * pads, so a CFG does not reach them: the editor must relocate them as instruction starts

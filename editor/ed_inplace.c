@@ -65,6 +65,18 @@ on_pad(void *arg, uint64_t func, uint64_t pad)
     return push_entry(arg, pad);
 }
 
+/* ed_unwind_landing_pads' pads into IP's entries, and its answer: the ones PLAN read
+ * (edl_decide) when it did, of the same program. */
+static int
+landing_pads(ed_inplace_t *ip, const ed_plan_t *plan)
+{
+    if (plan == NULL || plan->pads_rc == 1 || plan->prog->img != ip->prog->img)
+        return ed_unwind_landing_pads(ip->prog->img, on_pad, ip);
+    for (size_t i = 0; i < plan->npads; i++)
+        QP_CHECK(push_entry(ip, plan->pads[i]));
+    return plan->pads_rc;
+}
+
 void
 ed_inplace_destroy(ed_inplace_t *ip)
 {
@@ -159,7 +171,7 @@ ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **
             || prog->blocks[i].last_kind == ARCH_KIND_CALL_IND)
             rc = push_entry(ip, prog->blocks[i].end);
     if (rc == 0) {
-        rc = ed_unwind_landing_pads(prog->img, on_pad, ip);
+        rc = landing_pads(ip, plan);
         if (rc == QP_EFORMAT)
             rc = 0; /* the pads that could be read are in; the rest are in no block */
     }

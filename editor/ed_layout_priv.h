@@ -170,6 +170,11 @@ struct ed_plan {
                                * until edl_inplace_apply takes them; or NULL */
     ed_anchor_t *anchors;     /* AArch64 tables whose base moves (ed_anchor.c), by adr */
     size_t nanchors, anchor_cap;
+    uint64_t *pads;           /* the landing pads, as ed_unwind_landing_pads gives them,
+                               * from edl_decide's read of the unwind tables (kept for
+                               * ed_inplace_create: a second read costs more) ... */
+    size_t npads, cappads;
+    int pads_rc;              /* ... and its answer; 1 when not read (then read again) */
 };
 
 /* The K-th slot by old address. */

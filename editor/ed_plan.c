@@ -33,6 +33,7 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     if (plan == NULL)
         return QP_ENOMEM;
     plan->prog = prog;
+    plan->pads_rc = 1; /* (not read yet) */
     plan->isa = cfg_image_isa(prog->img);
     if (opts)
         plan->opts = *opts;
@@ -98,6 +99,7 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->xlate_counters);
     free(plan->chunk);
     free(plan->chunk_at);
+    free(plan->pads);
     free(plan->stub_at);
     free(plan->holes);
     free(plan->anchors);

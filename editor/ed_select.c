@@ -746,6 +746,18 @@ insn_boundary(const cfg_prog_t *prog, uint64_t x)
  * can share it are recorded as a group: they move together or not at all (settled in
  * settle_groups).
  */
+/* ARG's (the plan's) landing pads: PAD kept for ed_inplace_create. */
+static int
+keep_pad(void *arg, uint64_t func, uint64_t pad)
+{
+    (void)func;
+    ed_plan_t *plan = arg;
+    QP_CHECK(cfg_vec_grow((void **)&plan->pads, &plan->cappads, plan->npads + 1,
+                          sizeof(uint64_t)));
+    plan->pads[plan->npads++] = pad;
+    return 0;
+}
+
 static int
 check_fde(void *arg, const ed_fde_info_t *fi)
 {
@@ -1284,7 +1296,8 @@ edl_decide(ed_plan_t *plan, uint8_t **vouched_out)
     free(mid);
     leave_code_ranges(plan);
     /* Moved code must get an unwind entry that says what the old one said. */
-    int rc = ed_unwind_fdes(prog->img, check_fde, plan);
+    int rc = ed_unwind_fdes_pads(prog->img, check_fde, plan, keep_pad, plan,
+        &plan->pads_rc);
     if (rc == QP_ENOMEM)
         return rc;
     do {

@@ -986,16 +986,15 @@ ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t at,
     return ed_unwind_build_ex(img, &m, at, 0, out);
 }
 
-int
-ed_unwind_landing_pads(const cfg_image_t *img,
-                       int (*fn)(void *arg, uint64_t func, uint64_t pad), void *arg)
+/* ed_unwind_landing_pads' calls of FN over CX's FDEs, read (ctx_open); its answer but
+ * QP_EINVAL. */
+static int
+ctx_landing_pads(const ctx_t *cx, int (*fn)(void *arg, uint64_t func, uint64_t pad),
+                 void *arg)
 {
-    if (img == NULL || fn == NULL)
-        return QP_EINVAL;
-    ctx_t cx;
-    int rc = ctx_open(&cx, img), bad = 0;
-    for (size_t i = 0; rc == 0 && i < cx.nfdes; i++) {
-        const fde_t *f = &cx.fdes[i];
+    int rc = 0, bad = 0;
+    for (size_t i = 0; rc == 0 && i < cx->nfdes; i++) {
+        const fde_t *f = &cx->fdes[i];
         if (f->err < 0 || f->lsda_err < 0) {
             bad = 1;
             continue;
@@ -1003,7 +1002,7 @@ ed_unwind_landing_pads(const cfg_image_t *img,
         if (f->pc_begin == 0 || f->lsda == 0)
             continue;
         lsda_hdr_t h;
-        if (ed_uw_lsda_read_header(img, f->lsda, f->pc_begin, &h) < 0) {
+        if (ed_uw_lsda_read_header(cx->img, f->lsda, f->pc_begin, &h) < 0) {
             bad = 1;
             continue;
         }
@@ -1018,10 +1017,23 @@ ed_unwind_landing_pads(const cfg_image_t *img,
                 rc = fn(arg, f->pc_begin, h.lpstart + r.lp);
         }
     }
-    ctx_close(&cx);
     if (rc < 0)
         return rc;
     return bad ? QP_EFORMAT : 0;
+}
+
+int
+ed_unwind_landing_pads(const cfg_image_t *img,
+                       int (*fn)(void *arg, uint64_t func, uint64_t pad), void *arg)
+{
+    if (img == NULL || fn == NULL)
+        return QP_EINVAL;
+    ctx_t cx;
+    int rc = ctx_open(&cx, img);
+    if (rc == 0)
+        rc = ctx_landing_pads(&cx, fn, arg);
+    ctx_close(&cx);
+    return rc < 0 ? rc : 0;
 }
 
 static uint64_t
@@ -1061,10 +1073,23 @@ int
 ed_unwind_fdes(
     const cfg_image_t *img, int (*fn)(void *arg, const ed_fde_info_t *info), void *arg)
 {
-    if (img == NULL || fn == NULL)
+    int pads_rc;
+    return ed_unwind_fdes_pads(img, fn, arg, NULL, NULL, &pads_rc);
+}
+
+int
+ed_unwind_fdes_pads(const cfg_image_t *img,
+    int (*fn)(void *arg, const ed_fde_info_t *info), void *arg,
+    int (*pad)(void *arg, uint64_t func, uint64_t pad), void *pad_arg, int *pads_rc)
+{
+    if (pads_rc != NULL)
+        *pads_rc = 1;
+    if (img == NULL || fn == NULL || pads_rc == NULL)
         return QP_EINVAL;
     ctx_t cx;
     int rc = ctx_open(&cx, img);
+    if (rc != 0 && pad != NULL)
+        *pads_rc = rc < 0 ? rc : 0; /* ed_unwind_landing_pads' answer: none read */
     if (rc == 1) {
         ctx_close(&cx);
         return 0; /* no .eh_frame */
@@ -1125,6 +1150,8 @@ ed_unwind_fdes(
         rc = fn(arg, &info);
     }
     free(pads);
+    if (rc == 0 && pad != NULL)
+        *pads_rc = ctx_landing_pads(&cx, pad, pad_arg);
     ctx_close(&cx);
     return rc < 0 ? rc : 0;
 }
