@@ -1364,12 +1364,36 @@ return_site_used(const cfg_builder_t *b, const cfg_bproc_t *bp, uint64_t next)
  * entries of the procedures that never return (sorted), most callees: one look there
  * instead of a search of the procedures.
  */
+/*
+ * A walk's answers of "is CALLEE in NORET" (rebuild_if_stale), by CALLEE's hash: most
+ * "never returns" calls go to a few callees (abort, __stack_chk_fail, the throw
+ * helpers), where each site searched all of NORET. Key 0: empty (a site's callee is
+ * never 0).
+ */
+#define NORET_MEMO_BITS 12
+typedef struct noret_memo {
+    const cfg_u64_vec_t *noret;
+    uint64_t key[1u << NORET_MEMO_BITS];
+    uint8_t in[1u << NORET_MEMO_BITS];
+} noret_memo_t;
+
+static int
+noret_has(noret_memo_t *m, uint64_t callee)
+{
+    size_t h = (size_t)((callee * 0x9e3779b97f4a7c15ull) >> (64 - NORET_MEMO_BITS));
+    if (m->key[h] != callee) {
+        m->key[h] = callee;
+        m->in[h] = (uint8_t)cfg_u64_contains(m->noret->v, m->noret->n, callee);
+    }
+    return m->in[h];
+}
+
 static size_t
-rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_u64_vec_t *noret)
+rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp, noret_memo_t *noret)
 {
     for (size_t s = 0; s < bp->noret_sites.n; s++) {
         const cfg_noret_site_t *ns = &bp->noret_sites.v[s];
-        if (cfg_u64_contains(noret->v, noret->n, ns->callee))
+        if (noret_has(noret, ns->callee))
             continue; /* never returns still */
         uint32_t c = cfg_proc_by_entry(b, ns->callee);
         if (c != CFG_NONE && !(cfg_bproc_at(b, c)->p.flags & CFG_PROC_NORETURN)
@@ -1392,10 +1416,13 @@ rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_u64_vec_t *noret)
 static size_t
 rebuild_stale_noreturn_callers(cfg_builder_t *b, const cfg_u64_vec_t *noret)
 {
+    noret_memo_t memo; /* (36 KiB) */
+    memo.noret = noret;
+    memset(memo.key, 0, sizeof(memo.key));
     size_t n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_prefetch_sites(b, i + 2 * CFG_WALK_AHEAD, i + CFG_WALK_AHEAD);
-        n += rebuild_if_stale(b, cfg_bproc_at(b, i), noret);
+        n += rebuild_if_stale(b, cfg_bproc_at(b, i), &memo);
     }
     return n;
 }
