@@ -337,6 +337,7 @@ typedef struct gap_ctx {
     const span_vec_t *pad;    /* gaps that were all padding in the last sweep, sorted */
     span_vec_t pad_now;       /* ... and in this one, in the order met */
     size_t pad_at;            /* where the last look in `pad` ended */
+    struct predecode *pd;     /* the gaps decoded ahead (sweep_gaps), or NULL */
 } gap_ctx_t;
 
 /* Was [START, END) a gap of nothing but padding in the last sweep (G->pad)? Gaps come
@@ -386,6 +387,27 @@ cmp_span(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/*
+ * The gaps a sweep will look at, decoded ahead on another thread while it runs: the
+ * sweep builds the procedures it finds one at a time on the main thread (chromium's
+ * first sweep 117,000 of them), and the builds' instructions are then in the image's
+ * cache (cfg_image_decode), which keeps what any thread decoded. The cache only saves
+ * decoding again: whatever the two threads do, the sweep's outcome is the same.
+ */
+typedef struct predecode {
+    const cfg_image_t *img;
+    span_vec_t gaps;          /* the gaps not known all padding, in the order met */
+    atomic_size_t at;         /* how many of them the sweep has reached */
+    atomic_int done;          /* the sweep is over: stop */
+} predecode_t;
+
+/* The sweep is at the next gap of PD's list (its only writer). */
+static void
+predecode_reached(predecode_t *pd)
+{
+    atomic_fetch_add_explicit(&pd->at, 1, memory_order_relaxed);
+}
+
 static int
 on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
 {
@@ -398,6 +420,8 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
      * bytes are decoded once. */
     if (gap_was_padding(g, start, end))
         return CFG_VEC_PUSH(g->pad_now, ((span_t) { start, end }));
+    if (g->pd != NULL)
+        predecode_reached(g->pd);
     size_t n = (size_t)(end - start) < avail ? (size_t)(end - start) : avail;
     size_t pad = cfg_padding_len(cfg_image_isa(b->img), p, n, start);
     if (pad >= n)
@@ -450,6 +474,87 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         a = reach + cfg_padding_len(cfg_image_isa(b->img), p, n, reach);
     }
     return 0;
+}
+
+/* for_each_gap's callback that lists the gaps the sweep will decode. */
+static int
+on_gap_list(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
+{
+    gap_ctx_t *g = arg;
+    size_t avail;
+    if (cfg_image_ptr(b->img, start, &avail) == NULL || gap_was_padding(g, start, end))
+        return 0; /* (as on_gap_new_proc) */
+    return CFG_VEC_PUSH(g->pd->gaps, ((span_t) { start, end }));
+}
+
+/* Decode gap K (qp_parallel_for's item) unless the sweep is there or past it: at each
+ * byte that is not padding's 0x00 or int3, the instruction there, then the next. */
+static int
+predecode_gap(void *arg, unsigned worker, size_t k)
+{
+    predecode_t *pd = arg;
+    (void)worker;
+    uint64_t a = pd->gaps.v[k].start, end = pd->gaps.v[k].end;
+    for (unsigned n = 0; a < end; n++) {
+        if (n % 64 == 0
+            && (atomic_load_explicit(&pd->done, memory_order_relaxed)
+                || atomic_load_explicit(&pd->at, memory_order_relaxed) > k))
+            return 0;
+        size_t avail;
+        const uint8_t *p = cfg_image_ptr(pd->img, a, &avail);
+        if (p == NULL)
+            return 0;
+        arch_insn_t in;
+        if (*p == 0x00 || *p == 0xcc || cfg_image_decode(pd->img, a, end, &in) < 0)
+            a++;
+        else
+            a += in.len;
+    }
+    return 0;
+}
+
+typedef struct sweep_job {
+    cfg_builder_t *b;
+    const span_vec_t *spans;
+    gap_ctx_t *g;
+    int rc;
+} sweep_job_t;
+
+/* The sweep itself (qp_parallel_for_beside's serial step); then the decoder stops. */
+static void
+sweep_beside(void *arg)
+{
+    sweep_job_t *j = arg;
+    j->rc = for_each_gap(j->b, j->spans, on_gap_new_proc, j->g);
+    atomic_store_explicit(&j->g->pd->done, 1, memory_order_relaxed);
+}
+
+/* Sweep the gaps between SPANS for procedures (on_gap_new_proc), their code decoded
+ * ahead on a second thread when there is one. */
+static int
+sweep_gaps(cfg_builder_t *b, const span_vec_t *spans, gap_ctx_t *g)
+{
+    if (b->nscratch < 2)
+        return for_each_gap(b, spans, on_gap_new_proc, g);
+    predecode_t pd = { .img = b->img };
+    atomic_init(&pd.at, 0);
+    atomic_init(&pd.done, 0);
+    g->pd = &pd;
+    int rc = for_each_gap(b, spans, on_gap_list, g);
+    g->pad_at = 0; /* (the list's walk moved it) */
+    if (rc == 0 && pd.gaps.n == 0)
+        g->pd = NULL;
+    if (rc == 0) {
+        sweep_job_t j = { b, spans, g, 0 };
+        if (g->pd == NULL)
+            rc = for_each_gap(b, spans, on_gap_new_proc, g);
+        else if ((rc = qp_parallel_for_beside(2, pd.gaps.n, 1, predecode_gap, &pd,
+                                              sweep_beside, &j)) == 0)
+            rc = j.rc;
+    }
+    g->pd = NULL;
+    CFG_VEC_FREE(pd.gaps);
+    return rc;
 }
 
 typedef struct stat_ctx {
@@ -1259,12 +1364,36 @@ return_site_used(const cfg_builder_t *b, const cfg_bproc_t *bp, uint64_t next)
  * entries of the procedures that never return (sorted), most callees: one look there
  * instead of a search of the procedures.
  */
+/*
+ * A walk's answers of "is CALLEE in NORET" (rebuild_if_stale), by CALLEE's hash: most
+ * "never returns" calls go to a few callees (abort, __stack_chk_fail, the throw
+ * helpers), where each site searched all of NORET. Key 0: empty (a site's callee is
+ * never 0).
+ */
+#define NORET_MEMO_BITS 12
+typedef struct noret_memo {
+    const cfg_u64_vec_t *noret;
+    uint64_t key[1u << NORET_MEMO_BITS];
+    uint8_t in[1u << NORET_MEMO_BITS];
+} noret_memo_t;
+
+static int
+noret_has(noret_memo_t *m, uint64_t callee)
+{
+    size_t h = (size_t)((callee * 0x9e3779b97f4a7c15ull) >> (64 - NORET_MEMO_BITS));
+    if (m->key[h] != callee) {
+        m->key[h] = callee;
+        m->in[h] = (uint8_t)cfg_u64_contains(m->noret->v, m->noret->n, callee);
+    }
+    return m->in[h];
+}
+
 static size_t
-rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_u64_vec_t *noret)
+rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp, noret_memo_t *noret)
 {
     for (size_t s = 0; s < bp->noret_sites.n; s++) {
         const cfg_noret_site_t *ns = &bp->noret_sites.v[s];
-        if (cfg_u64_contains(noret->v, noret->n, ns->callee))
+        if (noret_has(noret, ns->callee))
             continue; /* never returns still */
         uint32_t c = cfg_proc_by_entry(b, ns->callee);
         if (c != CFG_NONE && !(cfg_bproc_at(b, c)->p.flags & CFG_PROC_NORETURN)
@@ -1287,10 +1416,13 @@ rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_u64_vec_t *noret)
 static size_t
 rebuild_stale_noreturn_callers(cfg_builder_t *b, const cfg_u64_vec_t *noret)
 {
+    noret_memo_t memo; /* (36 KiB) */
+    memo.noret = noret;
+    memset(memo.key, 0, sizeof(memo.key));
     size_t n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_prefetch_sites(b, i + 2 * CFG_WALK_AHEAD, i + CFG_WALK_AHEAD);
-        n += rebuild_if_stale(b, cfg_bproc_at(b, i), noret);
+        n += rebuild_if_stale(b, cfg_bproc_at(b, i), &memo);
     }
     return n;
 }
@@ -1416,10 +1548,16 @@ unbuilt_procs(cfg_builder_t *b, idx_vec_t *todo)
     return 0;
 }
 
+/*
+ * PAD_GAPS: the gaps that were all padding in the last sweep, kept from one call to the
+ * next (the sweeps after ties of fragments see most of the same gaps: the first sweep
+ * of each call decoded them all again, 0.3 s of chromium's main thread a call at load
+ * 16).
+ */
 static int
-build_all(cfg_builder_t *b)
+build_all(cfg_builder_t *b, span_vec_t *pad_gaps)
 {
-    span_vec_t spans = { 0 }, pad_gaps = { 0 };
+    span_vec_t spans = { 0 };
     cfg_u64_vec_t noret = { 0 }; /* procedures that never return (noreturn_and_prune) */
     idx_vec_t todo = { 0 };
     int rc = 0, gap_rounds = 0, stale_rounds = 0, in_stale = 0;
@@ -1476,22 +1614,24 @@ build_all(cfg_builder_t *b)
             }
             continue;
         }
+        DBG_PHASE("stale walk");
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
-        gap_ctx_t g = { { 0 }, &pad_gaps, { 0 }, 0 };
+        gap_ctx_t g = { { 0 }, pad_gaps, { 0 }, 0, NULL };
         size_t before = b->procs.n;
         if ((rc = collect_spans(b, &spans)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
             || (rc = cfg_discover_sweep_begin(b)) < 0) {
             CFG_VEC_FREE(g.rejected);
             break;
         }
-        rc = for_each_gap(b, &spans, on_gap_new_proc, &g);
+        DBG_PHASE("spans");
+        rc = sweep_gaps(b, &spans, &g);
         int merged = cfg_discover_sweep_end(b);
         CFG_VEC_FREE(g.rejected);
-        CFG_VEC_FREE(pad_gaps);
-        pad_gaps = g.pad_now;
-        if (!spans_sorted(&pad_gaps)) /* (met in address order but for the sections') */
-            qsort(pad_gaps.v, pad_gaps.n, sizeof(span_t), cmp_span);
+        CFG_VEC_FREE(*pad_gaps);
+        *pad_gaps = g.pad_now;
+        if (!spans_sorted(pad_gaps)) /* (met in address order but for the sections') */
+            qsort(pad_gaps->v, pad_gaps->n, sizeof(span_t), cmp_span);
         if (rc >= 0)
             rc = merged;
         if (rc < 0)
@@ -1505,7 +1645,6 @@ build_all(cfg_builder_t *b)
         rc = 0;
     }
     CFG_VEC_FREE(spans);
-    CFG_VEC_FREE(pad_gaps);
     CFG_VEC_FREE(noret);
     CFG_VEC_FREE(todo);
     CFG_VEC_FREE(snap.flags);
@@ -1581,6 +1720,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     cfg_builder_t b;
     memset(&b, 0, sizeof(b));
     cfg_find_index_t find = { 0 };
+    span_vec_t pad_gaps = { 0 }; /* see build_all */
     b.find = &find;
     b.img = img;
     if (opts != NULL)
@@ -1605,14 +1745,14 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     int rc = cfg_discover(&b);
     dbg_phase(&b, "discovered");
     if (rc == 0)
-        rc = build_all(&b);
+        rc = build_all(&b, &pad_gaps);
     for (int round = 0; rc == 0 && round < 8; round++) {
         int tied = tie_nameless_fragments(&b, 0);
         int entries = tied < 0 ? tied : collect_interior_entries(&b);
         rc = entries < 0 ? entries : 0;
         if (rc < 0 || tied + entries == 0)
             break;
-        rc = build_all(&b);
+        rc = build_all(&b, &pad_gaps);
     }
     /* The last round's ties must hold too. */
     for (int round = 0; rc == 0 && round < 8; round++) {
@@ -1621,8 +1761,9 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
             rc = untied;
             break;
         }
-        rc = build_all(&b);
+        rc = build_all(&b, &pad_gaps);
     }
+    CFG_VEC_FREE(pad_gaps);
     if (rc == 0) {
         rc = check_extra_entries(&b);
         if (rc == 0)
