@@ -66,11 +66,13 @@ on_pad(void *arg, uint64_t func, uint64_t pad)
 }
 
 /* ed_unwind_landing_pads' pads into IP's entries, and its answer: the ones PLAN read
- * (edl_decide) when it did, of the same program. */
+ * (edl_decide) when it did, of the same program. When the plan ran out of memory keeping
+ * them, its list may be short: read them again, as when it did not read them. */
 static int
 landing_pads(ed_inplace_t *ip, const ed_plan_t *plan)
 {
-    if (plan == NULL || plan->pads_rc == 1 || plan->prog->img != ip->prog->img)
+    if (plan == NULL || plan->pads_rc == 1 || plan->pads_rc == QP_ENOMEM
+        || plan->prog->img != ip->prog->img)
         return ed_unwind_landing_pads(ip->prog->img, on_pad, ip);
     for (size_t i = 0; i < plan->npads; i++)
         QP_CHECK(push_entry(ip, plan->pads[i]));
