@@ -530,11 +530,12 @@ sweep_beside(void *arg)
 }
 
 /* Sweep the gaps between SPANS for procedures (on_gap_new_proc), their code decoded
- * ahead on a second thread when there is one. */
+ * ahead on a second thread when there is one (the host's instructions only: the decode
+ * cache keeps no other ISA's). */
 static int
 sweep_gaps(cfg_builder_t *b, const span_vec_t *spans, gap_ctx_t *g)
 {
-    if (b->nscratch < 2)
+    if (b->nscratch < 2 || cfg_image_isa(b->img) != arch_isa_host())
         return for_each_gap(b, spans, on_gap_new_proc, g);
     predecode_t pd = { .img = b->img };
     atomic_init(&pd.at, 0);
