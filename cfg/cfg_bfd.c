@@ -1298,13 +1298,23 @@ open_mapped(const char *path, bfd_reader_t *r, int *fd_out)
     return 0;
 }
 
+/* IMG's reader of its file, or NULL when IMG was not read from a file (bytes, a
+ * process) or, with HELD, has let go of it (cfg_image_release_file: no BFD left). */
+static bfd_reader_t *
+file_reader(const cfg_image_t *img, int held)
+{
+    const cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
+    if (priv == NULL || priv->close != reader_close || (held && priv->file_released))
+        return NULL;
+    return priv->reader;
+}
+
 void
 cfg_image_release_pages(const cfg_image_t *img)
 {
-    const cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
-    if (priv == NULL || priv->close != reader_close || priv->reader == NULL)
+    const bfd_reader_t *r = file_reader(img, 0);
+    if (r == NULL)
         return;
-    const bfd_reader_t *r = priv->reader;
     /* A private read-only file mapping: dropped pages come back as the file's bytes. */
     if (r->map != NULL)
         (void)madvise((void *)r->map, r->size, MADV_DONTNEED);
@@ -1314,11 +1324,10 @@ cfg_image_release_pages(const cfg_image_t *img)
 int
 cfg_image_release_file(cfg_image_t *img)
 {
-    cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
-    if (priv == NULL || priv->close != reader_close || priv->reader == NULL
-        || priv->file_released)
+    bfd_reader_t *r = file_reader(img, 1);
+    if (r == NULL)
         return 0;
-    bfd_reader_t *r = priv->reader;
+    cfg_image_priv_t *priv = img->priv;
     line_state_t *ls = r->lines;
     /* Room first, so that a failure changes nothing. */
     if (ls != NULL && CFG_VEC_FIT(priv->strings, priv->strings.n + ls->nnames) < 0)
@@ -1347,21 +1356,18 @@ cfg_image_release_file(cfg_image_t *img)
 int
 cfg_image_file_same(const cfg_image_t *img, const struct stat *st)
 {
-    const cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
-    if (priv == NULL || priv->close != reader_close || priv->reader == NULL || st == NULL
-        || priv->file_released)
+    const bfd_reader_t *r = file_reader(img, 1);
+    if (r == NULL || st == NULL)
         return 1;
-    const bfd_reader_t *r = priv->reader;
     return cfg_file_same(&r->st, st);
 }
 
 int
 cfg_image_debug_same(const cfg_image_t *img)
 {
-    const cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
-    if (priv == NULL || priv->close != reader_close || priv->reader == NULL)
+    const bfd_reader_t *r = file_reader(img, 0);
+    if (r == NULL)
         return 1;
-    const bfd_reader_t *r = priv->reader;
     struct stat now;
     return r->debug_path == NULL
         || (stat(r->debug_path, &now) == 0 && cfg_file_same(&r->debug_st, &now));
@@ -1547,11 +1553,9 @@ cfg_image_line(const cfg_image_t *img, uint64_t addr, const char **file, unsigne
         return QP_EINVAL;
     *file = NULL;
     *line = 0;
-    cfg_image_priv_t *priv = img->priv;
-    if (priv == NULL || priv->close != reader_close || priv->reader == NULL
-        || priv->file_released)
+    bfd_reader_t *r = file_reader(img, 1);
+    if (r == NULL)
         return QP_ENOTFOUND; /* not read from a file (or let go of it): no line information */
-    bfd_reader_t *r = priv->reader;
     if (r->lines == NULL && (r->lines = calloc(1, sizeof(line_state_t))) == NULL)
         return QP_ENOMEM;
     line_state_t *ls = r->lines;
@@ -1594,11 +1598,9 @@ cfg_image_func_line(const cfg_image_t *img, const char *name, uint64_t addr, con
         return QP_EINVAL;
     *file = NULL;
     *line = 0;
-    cfg_image_priv_t *priv = img->priv;
-    if (priv == NULL || priv->close != reader_close || priv->reader == NULL
-        || priv->file_released)
+    bfd_reader_t *r = file_reader(img, 1);
+    if (r == NULL)
         return QP_ENOTFOUND;
-    bfd_reader_t *r = priv->reader;
     if (r->lines == NULL && (r->lines = calloc(1, sizeof(line_state_t))) == NULL)
         return QP_ENOMEM;
     line_state_t *ls = r->lines;
