@@ -435,6 +435,17 @@ START_TEST(test_cfg_lookups)
 }
 END_TEST
 
+/* PATH opened twice: *IMG with its CFG built (*PROG), *FRESH never analysed (what a
+ * reading gives before the analysis touches the image). */
+static void
+open_built_and_fresh(const char *path, cfg_image_t **img, cfg_prog_t **prog,
+                     cfg_image_t **fresh)
+{
+    ck_assert_int_eq(cfg_image_open_bfd(path, img), 0);
+    ck_assert_int_eq(cfg_image_open_bfd(path, fresh), 0);
+    ck_assert_int_eq(cfg_prog_build(*img, NULL, prog), 0);
+}
+
 /* cfg_image_release_file: the descriptor and the mapping let go; the loaded bytes the
  * same as a fresh reading's (copies), the names and a source file name given before
  * still there, source lines and unloaded sections no longer; twice is harmless. */
@@ -445,9 +456,7 @@ START_TEST(test_cfg_release_file)
         return;
     cfg_image_t *img = NULL, *fresh = NULL;
     cfg_prog_t *prog = NULL;
-    ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
-    ck_assert_int_eq(cfg_image_open_bfd(path, &fresh), 0);
-    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    open_built_and_fresh(path, &img, &prog, &fresh);
     const cfg_proc_t *p = cfg_proc_by_name(prog, "sw10");
     ck_assert_ptr_nonnull(p);
     const char *file;
@@ -584,9 +593,7 @@ START_TEST(test_cfg_decode_frozen)
         return;
     cfg_image_t *img = NULL, *fresh = NULL;
     cfg_prog_t *prog = NULL;
-    ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
-    ck_assert_int_eq(cfg_image_open_bfd(path, &fresh), 0);
-    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    open_built_and_fresh(path, &img, &prog, &fresh);
     cfg_image_decode_freeze(img, 2); /* (again: nothing changes) */
     size_t ninsns = 0;
     for (uint32_t i = 0; i < prog->nblocks; i++) {
