@@ -160,27 +160,54 @@ raw_shdrs(const bfd_reader_t *r, size_t *n)
     return *n ? (const Elf64_Shdr *)(r->map + eh->e_shoff) : NULL;
 }
 
+/* One ELF note: its header's fields, where its name and descriptor start. */
+typedef struct elf_note {
+    uint32_t namesz, descsz, type;
+    size_t name_off, desc_off;
+} elf_note_t;
+
+/*
+ * The note at *OFF of the notes in [p, p + len) into *N, *OFF moved past it (its
+ * descriptor's padding too): 1; 0 when fewer than 12 bytes are left; -1 when the note's
+ * name or descriptor runs past the end.
+ */
+static int
+note_next(const uint8_t *p, size_t len, size_t *off, elf_note_t *n)
+{
+    if (*off + 12 > len)
+        return 0;
+    memcpy(&n->namesz, p + *off, 4);
+    memcpy(&n->descsz, p + *off + 4, 4);
+    memcpy(&n->type, p + *off + 8, 4);
+    n->name_off = *off + 12;
+    n->desc_off = n->name_off + ((n->namesz + 3) & ~3u);
+    if (n->namesz > len || n->descsz > len || n->desc_off > len
+        || n->descsz > len - n->desc_off)
+        return -1;
+    *off = n->desc_off + ((n->descsz + 3) & ~3u);
+    return 1;
+}
+
+/* Is N a note of the GNU namespace of type TYPE? */
+static int
+note_is_gnu(const uint8_t *p, const elf_note_t *n, uint32_t type)
+{
+    return n->namesz == 4 && memcmp(p + n->name_off, "GNU", 4) == 0 && n->type == type;
+}
+
 /* Are the ELF notes in [p, p + len) well formed, GNU properties included? MACHINE:
  * the file's e_machine (the processor-specific property types it may use). */
 static int
 notes_ok(const uint8_t *p, size_t len, unsigned machine)
 {
     size_t off = 0;
-    while (off + 12 <= len) {
-        uint32_t namesz, descsz, type;
-        memcpy(&namesz, p + off, 4);
-        memcpy(&descsz, p + off + 4, 4);
-        memcpy(&type, p + off + 8, 4);
-        size_t name_off = off + 12;
-        if (namesz > len || descsz > len || name_off + ((namesz + 3) & ~3u) > len)
-            return 0;
-        size_t desc_off = name_off + ((namesz + 3) & ~3u);
-        if (descsz > len - desc_off)
-            return 0;
-        if (namesz == 4 && memcmp(p + name_off, "GNU", 4) == 0 && type == NT_GNU_PROPERTY_TYPE_0) {
-            if (descsz % 8)
+    elf_note_t n;
+    int more;
+    while ((more = note_next(p, len, &off, &n)) > 0) {
+        if (note_is_gnu(p, &n, NT_GNU_PROPERTY_TYPE_0)) {
+            if (n.descsz % 8)
                 return 0;
-            size_t q = desc_off, qend = desc_off + descsz;
+            size_t q = n.desc_off, qend = n.desc_off + n.descsz;
             while (q < qend) {
                 uint32_t ptype, psz;
                 if (qend - q < 8)
@@ -201,9 +228,8 @@ notes_ok(const uint8_t *p, size_t len, unsigned machine)
                 q += 8 + ((psz + 7) & ~7u);
             }
         }
-        off = desc_off + ((descsz + 3) & ~3u);
     }
-    return off == len || len - off < 4; /* trailing alignment bytes only */
+    return more == 0 && (off == len || len - off < 4); /* trailing alignment bytes only */
 }
 
 /* Check the ELF header; WHY (may be NULL) gets a phrase for an unsupported machine.
@@ -471,23 +497,15 @@ static void
 read_notes(cfg_image_t *img, const uint8_t *p, size_t len)
 {
     size_t off = 0;
-    while (off + 12 <= len) {
-        uint32_t namesz, descsz, type;
-        memcpy(&namesz, p + off, 4);
-        memcpy(&descsz, p + off + 4, 4);
-        memcpy(&type, p + off + 8, 4);
-        size_t name_off = off + 12;
-        size_t desc_off = name_off + ((namesz + 3) & ~3u);
-        if (namesz > len || descsz > len || desc_off > len || descsz > len - desc_off)
-            return;
-        int gnu = namesz == 4 && memcmp(p + name_off, "GNU", 4) == 0;
-        if (gnu && type == NT_GNU_BUILD_ID && descsz <= sizeof(img->build_id)) {
-            memcpy(img->build_id, p + desc_off, descsz);
-            img->build_id_len = descsz;
+    elf_note_t n;
+    while (note_next(p, len, &off, &n) > 0) {
+        if (note_is_gnu(p, &n, NT_GNU_BUILD_ID) && n.descsz <= sizeof(img->build_id)) {
+            memcpy(img->build_id, p + n.desc_off, n.descsz);
+            img->build_id_len = n.descsz;
         }
-        if (gnu && type == NT_GNU_PROPERTY_TYPE_0) {
+        if (note_is_gnu(p, &n, NT_GNU_PROPERTY_TYPE_0)) {
             /* Properties are 8-byte aligned on ELF64: type, datasz, data. */
-            size_t q = desc_off, qend = desc_off + descsz;
+            size_t q = n.desc_off, qend = n.desc_off + n.descsz;
             while (q + 8 <= qend) {
                 uint32_t ptype, psz;
                 memcpy(&ptype, p + q, 4);
@@ -505,7 +523,6 @@ read_notes(cfg_image_t *img, const uint8_t *p, size_t len)
                 q += 8 + ((psz + 7) & ~7u);
             }
         }
-        off = desc_off + ((descsz + 3) & ~3u);
     }
 }
 

@@ -457,30 +457,31 @@ ed_plan_map_insn(void *arg, uint64_t old)
     return s ? slot_new(arg, s) : 0;
 }
 
+/* The slot whose original instruction ends at OLD, or NULL. */
+static const ed_slot_t *
+slot_ending_at(const ed_plan_t *plan, uint64_t old)
+{
+    size_t lo = edl_slot_lower(plan, old);
+    if (lo == 0)
+        return NULL;
+    const ed_slot_t *s = SLOT(plan, lo - 1);
+    return slot_old(plan, s) + s->olen == old ? s : NULL;
+}
+
 uint64_t
 ed_plan_map_end(void *arg, uint64_t old)
 {
     const ed_plan_t *plan = arg;
-    size_t lo = edl_slot_lower(plan, old);
-    if (lo == 0)
-        return 0;
-    const ed_slot_t *s = SLOT(plan, lo - 1);
-    if (slot_old(plan, s) + s->olen != old)
-        return 0;
-    return slot_new(plan, s) + slot_size(plan, s);
+    const ed_slot_t *s = slot_ending_at(plan, old);
+    return s ? slot_new(plan, s) + slot_size(plan, s) : 0;
 }
 
 uint64_t
 ed_plan_map_return(void *arg, uint64_t old)
 {
     const ed_plan_t *plan = arg;
-    size_t lo = edl_slot_lower(plan, old);
-    if (lo == 0)
-        return 0;
-    const ed_slot_t *s = SLOT(plan, lo - 1);
-    if (slot_old(plan, s) + s->olen != old)
-        return 0;
-    return slot_new(plan, s) + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
+    const ed_slot_t *s = slot_ending_at(plan, old);
+    return s ? slot_new(plan, s) + s->pre + s->len - (plan->opts.stretch ? 1 : 0) : 0;
 }
 
 int
