@@ -852,17 +852,11 @@ qp_flow_entries_visit(const qp_desc_t *d, const uint64_t *counters, size_t ncoun
     qp_entry_map_t local;
     if ((c.keys = qp_desc_keys(d)) == NULL || qp_desc_entry_map(d, &local, &c.map) < 0)
         return QP_ENOMEM;
-    /* Which procedures have abandoned flow, read once (a report asks of each several
-     * times; chromium: 13.6 million blocks), unless LEFT says. */
-    if (abandoned != NULL && (out->left = calloc(n + 1, 1)) != NULL) {
+    /* Which procedures have abandoned flow, as the writer of ABANDONED told (LEFT:
+     * qp_backtrace_abandoned); without it, each procedure's blocks are read where asked. */
+    if (abandoned != NULL && left != NULL && (out->left = malloc(n + 1)) != NULL) {
         out->left_for = abandoned;
-        if (left != NULL)
-            memcpy(out->left, left, n);
-        for (uint32_t i = 0; left == NULL && i < n; i++) {
-            const qp_desc_proc_t *p = &d->procs[i];
-            for (uint32_t b = 0; b < p->nblocks && !out->left[i]; b++)
-                out->left[i] = abandoned[p->block + b] != 0;
-        }
+        memcpy(out->left, left, n);
     }
     out->nprocs = n;
     out->count = calloc(n + 1, sizeof(uint64_t));

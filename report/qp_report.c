@@ -409,34 +409,11 @@ visit_proc(void *arg, uint32_t proc, const qp_flow_t *f, const qp_flow_zero_t *z
     return 0;
 }
 
-/*
- * Per procedure of R's description, whether a block of it has abandoned flow, when only
- * dumps before an exec abandoned any (no frame of a back-trace matched): read at the exec
- * call sites' blocks alone, where those count. NULL otherwise (the walk reads every
- * block's count), or out of memory.
- */
-static uint8_t *
-left_at_execs(const qp_report_t *r)
-{
-    const qp_desc_t *d = r->desc;
-    const qp_desc_keys_t *k = qp_desc_keys(d);
-    uint32_t n = d->hdr.nprocs;
-    if (r->abandoned == NULL || r->bt.matched > 0 || k == NULL)
-        return NULL;
-    uint8_t *left = calloc(n + 1, 1);
-    for (uint32_t i = 0; left != NULL && i < n; i++) {
-        const qp_desc_proc_t *p = &d->procs[i];
-        for (uint32_t s = k->first[i]; s < k->n && k->calls[s].block - p->block < p->nblocks;
-             s++)
-            left[i] |= (k->calls[s].flags & QP_CALLF_EXEC) && r->abandoned[k->calls[s].block];
-    }
-    return left;
-}
-
 /* Every measured procedure solved once (and the entries of those counted by their
- * calls), then the flat-profile order and the procedures not measured by address. */
+ * calls), then the flat-profile order and the procedures not measured by address.
+ * LEFT: per procedure, whether R->abandoned counts in its blocks (abandoned_at_exits). */
 static int
-collect_results(qp_report_t *r)
+collect_results(qp_report_t *r, const uint8_t *left)
 {
     const qp_desc_t *d = r->desc;
     const qp_prof_hdr_t *h = &r->prof->hdr;
@@ -455,11 +432,9 @@ collect_results(qp_report_t *r)
         else
             w.row[i] = r->nprocs++;
     }
-    uint8_t *left = rc == 0 ? left_at_execs(r) : NULL;
     if (rc == 0)
         rc = qp_flow_entries_visit(d, r->prof->counters, h->ncounters, r->abandoned, left,
                                    visit_proc, &w, &r->entries);
-    free(left);
     free(w.row);
     QP_CHECK(rc);
     for (uint32_t k = 0; k < r->nprocs; k++) {
@@ -478,21 +453,26 @@ collect_results(qp_report_t *r)
 
 /*
  * R->abandoned from the exit back-traces of R's profile (U: its unwinder), or NULL when
- * they abandoned nothing (the flow reads NULL as all zero). Chromium's array is 109 MB:
- * its reads (every measured procedure's blocks) made all of it resident, as fresh
- * pages read are on a kernel that does not map its zero page for them (this machine's).
+ * they abandoned nothing (the flow reads NULL as all zero), and *LEFT the procedures
+ * whose blocks it counts in (n + 1 flags, or NULL). Chromium's array is 109 MB: reads
+ * of every measured procedure's blocks made all of it resident, as fresh pages read are
+ * on a kernel that does not map its zero page for them (this machine's); with LEFT,
+ * only the pages of those procedures' blocks are read.
  */
 static int
-abandoned_at_exits(qp_report_t *r, qp_unwinder_t *u)
+abandoned_at_exits(qp_report_t *r, qp_unwinder_t *u, uint8_t **left)
 {
     const qp_desc_t *d = r->desc;
     r->abandoned = calloc(d->hdr.nblocks ? d->hdr.nblocks : 1, sizeof(uint64_t));
-    if (r->abandoned == NULL)
+    *left = calloc(d->hdr.nprocs + 1, 1);
+    if (r->abandoned == NULL || *left == NULL)
         return QP_ENOMEM;
-    QP_CHECK(qp_backtrace_abandoned(u, d, r->prof, r->abandoned, &r->bt));
+    QP_CHECK(qp_backtrace_abandoned(u, d, r->prof, r->abandoned, *left, &r->bt));
     if (r->bt.matched == 0 && r->bt.execs == 0) {
         free(r->abandoned);
         r->abandoned = NULL;
+        free(*left);
+        *left = NULL;
     }
     return 0;
 }
@@ -509,12 +489,14 @@ qp_report_build(
     out->prof = p;
     /* The call sites its passes look at (read by every one below). */
     int rc = qp_desc_keys(d) == NULL ? QP_ENOMEM : 0;
+    uint8_t *left = NULL;
     if (rc == 0 && p->ndumps > 0 && u != NULL)
-        rc = abandoned_at_exits(out, u);
+        rc = abandoned_at_exits(out, u, &left);
     else if (p->ndumps > 0)
         out->bt.incomplete = p->ndumps; /* no unwinder: every dump is unused */
     if (rc == 0)
-        rc = collect_results(out);
+        rc = collect_results(out, left);
+    free(left);
     if (rc < 0)
         qp_report_free(out);
     return rc;
