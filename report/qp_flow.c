@@ -780,14 +780,21 @@ count_pending(entries_ctx_t *c)
     }
 }
 
+/* Is P measured and counted by its calls (a procedure of the refs and the queue)? */
+static int
+measured_by_calls(const qp_desc_proc_t *p)
+{
+    return (p->flags & (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
+        == (QP_PROC_MEASURED | QP_PROC_BY_CALLS);
+}
+
 static int
 entries_run(entries_ctx_t *c)
 {
     const qp_desc_t *d = c->d;
     uint32_t n = d->hdr.nprocs;
     for (uint32_t pi = 0; pi < n; pi++)
-        if ((d->procs[pi].flags & (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
-            == (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
+        if (measured_by_calls(&d->procs[pi]))
             c->refs[c->nrefs++] = (qp_flow_entry_ref_t) { d->procs[pi].entry, pi };
     if (c->nrefs == 0 && c->visit == NULL)
         return 0;
@@ -862,10 +869,15 @@ qp_flow_entries_visit(const qp_desc_t *d, const uint64_t *counters, size_t ncoun
     out->count = calloc(n + 1, sizeof(uint64_t));
     out->known = calloc(n + 1, 1);
     out->zero = calloc(n + 1, sizeof(qp_flow_zero_t));
-    c.refs = malloc((n + 1) * sizeof(qp_flow_entry_ref_t));
+    /* The refs and the queue hold procedures counted by their calls alone (chromium:
+     * those of all 667,000 procedures were 13 MB at the report's peak). */
+    uint32_t nby = 0;
+    for (uint32_t pi = 0; pi < n; pi++)
+        nby += measured_by_calls(&d->procs[pi]);
+    c.refs = malloc((nby + 1) * sizeof(qp_flow_entry_ref_t));
     c.pending = calloc(n + 1, sizeof(uint32_t));
     c.bad = calloc(n + 1, 1);
-    c.queue = malloc((n + 1) * sizeof(uint32_t));
+    c.queue = malloc((nby + 1) * sizeof(uint32_t));
     c.visited = visit != NULL ? calloc(n + 1, 1) : NULL;
     int rc = !out->count || !out->known || !out->zero || !c.refs || !c.pending || !c.bad
             || !c.queue || (visit != NULL && !c.visited)

@@ -462,7 +462,8 @@ visit_proc(void *arg, uint32_t proc, const qp_flow_t *f, const qp_flow_zero_t *z
  * calls), then the flat-profile order and the procedures not measured by address.
  * LEFT: per procedure, whether R->abandoned counts in its blocks (abandoned_at_exits). */
 static int
-collect_results(qp_report_t *r, const uint8_t *left)
+collect_results(qp_report_t *r, const uint8_t *left,
+    void (*phase)(void *arg, const char *name), void *arg)
 {
     const qp_desc_t *d = r->desc;
     const qp_prof_hdr_t *h = &r->prof->hdr;
@@ -493,6 +494,8 @@ collect_results(qp_report_t *r, const uint8_t *left)
     }
     r->leaving_ran = (uint8_t)w.ran;
     qp_report_mark_leaving(r, w.ran);
+    if (phase != NULL)
+        phase(arg, "ordering the procedures");
     order_desc = d;
     rc = sort_flat(r);
     qsort(r->unmeasured, r->nunmeasured, sizeof(uint32_t), cmp_unmeasured);
@@ -530,6 +533,13 @@ int
 qp_report_build(
     const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u, qp_report_t *out)
 {
+    return qp_report_build_phased(d, p, u, NULL, NULL, out);
+}
+
+int
+qp_report_build_phased(const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u,
+    void (*phase)(void *arg, const char *name), void *arg, qp_report_t *out)
+{
     if (out != NULL)
         memset(out, 0, sizeof(*out));
     if (d == NULL || p == NULL || out == NULL || p->hdr.ncounters != d->hdr.ncounters)
@@ -544,7 +554,7 @@ qp_report_build(
     else if (p->ndumps > 0)
         out->bt.incomplete = p->ndumps; /* no unwinder: every dump is unused */
     if (rc == 0)
-        rc = collect_results(out, left);
+        rc = collect_results(out, left, phase, arg);
     free(left);
     if (rc < 0)
         qp_report_free(out);
