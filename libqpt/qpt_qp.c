@@ -318,7 +318,9 @@ qpt_qp_load(qpt_qp_t *m, unsigned flags, void (*progress)(void *, const char *),
         m->unw = NULL;
     phase(progress, arg, "solving the counts");
     int r;
-    if (rc == 0 && (r = qp_report_build(&m->desc, &m->prof, m->unw, &m->rep)) < 0)
+    if (rc == 0
+        && (r = qp_report_build_phased(&m->desc, &m->prof, m->unw, progress, arg, &m->rep))
+            < 0)
         rc = report_failed(m, r, why, whylen);
     phase(progress, arg, "counting PLT stubs");
     /* PLT stubs, counted from the calls of measured code (the file keeps them). */

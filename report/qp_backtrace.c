@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cfg/cfg.h"
+#include "base/qp_sort.h"
 #include "report/qp_backtrace.h"
 
 #define NREGS 32 /* DWARF registers tracked, at most (AArch64: x0..x30, sp) */
@@ -514,11 +515,38 @@ site_at(ret_site_t *sites, size_t n, uint64_t ra)
     return lo < n && sites[lo].ret_addr == ra ? &sites[lo] : NULL;
 }
 
+/*
+ * LEFT[p] = 1 for each procedure p of D that holds one of BLOCKS (N, sorted here;
+ * QP_VIRT ones are none): what the writer of the abandoned counts knows of where it
+ * wrote, so that no reader scans every block's count for it (chromium: 13.6 million).
+ * LEFT may be NULL.
+ */
+static void
+mark_left(const qp_desc_t *d, uint32_t *blocks, size_t n, uint8_t *left)
+{
+    if (left == NULL || n == 0)
+        return;
+    qp_sort_u32(blocks, n);
+    for (uint32_t i = 0; i < d->hdr.nprocs; i++) {
+        const qp_desc_proc_t *p = &d->procs[i];
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (blocks[mid] < p->block)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < n && blocks[lo] - p->block < p->nblocks)
+            left[i] = 1;
+    }
+}
+
 /* Each frame of C (its return address) whose call block a call site names: one more
  * abandoned execution of that block. */
 static int
 abandon_frames(const qp_desc_t *d, const abandon_ctx_t *c, uint64_t *abandoned,
-    qp_backtrace_stats_t *st)
+    uint8_t *left, qp_backtrace_stats_t *st)
 {
     ret_site_t *sites = malloc((c->nras ? c->nras : 1) * sizeof(*sites));
     if (sites == NULL)
@@ -561,8 +589,16 @@ abandon_frames(const qp_desc_t *d, const abandon_ctx_t *c, uint64_t *abandoned,
             st->matched++;
         }
     }
+    /* Every site is a frame's: those with a block were counted above. */
+    uint32_t *blocks = left != NULL ? malloc((n ? n : 1) * sizeof(uint32_t)) : NULL;
+    rc = left != NULL && blocks == NULL ? QP_ENOMEM : 0;
+    for (size_t i = 0; blocks != NULL && i < n; i++)
+        blocks[i] = sites[i].block;
+    if (blocks != NULL)
+        mark_left(d, blocks, n, left);
+    free(blocks);
     free(sites);
-    return 0;
+    return rc;
 }
 
 /*
@@ -611,7 +647,7 @@ exec_block_lazy(const qp_desc_t *d, const uint32_t *execs, size_t nexecs, uint64
  */
 static int
 abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandoned,
-                    qp_backtrace_stats_t *st)
+                    uint8_t *left, qp_backtrace_stats_t *st)
 {
     size_t n = p->ndumps;
     uint64_t *best = calloc(n, sizeof(uint64_t));
@@ -649,13 +685,19 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
                 at[k] = i;
             }
     }
-    for (size_t k = 0; rc == 0 && k < n; k++)
-        for (size_t x = 0; at[k] != QP_VIRT && x < nexecs; x++)
-            if (keys->calls[execs[x]].block == at[k]) {
-                abandoned[at[k]]++;
-                st->execs++;
-                break;
-            }
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        size_t x = 0;
+        while (at[k] != QP_VIRT && x < nexecs && keys->calls[execs[x]].block != at[k])
+            x++;
+        if (at[k] != QP_VIRT && x < nexecs) {
+            abandoned[at[k]]++;
+            st->execs++;
+        } else {
+            at[k] = QP_VIRT; /* not an exec call's block: nothing abandoned there */
+        }
+    }
+    if (rc == 0)
+        mark_left(d, at, n, left);
     free(execs);
     free(best);
     free(at);
@@ -664,7 +706,7 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
 
 int
 qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t *p,
-    uint64_t *abandoned, qp_backtrace_stats_t *st)
+    uint64_t *abandoned, uint8_t *left, qp_backtrace_stats_t *st)
 {
     qp_backtrace_stats_t local;
     if (st == NULL)
@@ -675,14 +717,14 @@ qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t 
         return QP_EINVAL;
     if (p->ndumps == 0)
         return 0;
-    QP_CHECK(abandon_exec_blocks(d, p, abandoned, st));
+    QP_CHECK(abandon_exec_blocks(d, p, abandoned, left, st));
     abandon_ctx_t c = { NULL, 0, 0, 0 };
     for (size_t i = 0; i < p->ndumps && !c.nomem; i++) {
         int why = qp_backtrace_walk(u, &p->dumps[i], on_return_address, &c);
         st->dumps++;
         st->incomplete += why != QP_BT_END && why != QP_BT_FOREIGN;
     }
-    int rc = c.nomem ? QP_ENOMEM : abandon_frames(d, &c, abandoned, st);
+    int rc = c.nomem ? QP_ENOMEM : abandon_frames(d, &c, abandoned, left, st);
     free(c.ras);
     return rc;
 }

@@ -72,11 +72,14 @@ typedef struct qp_backtrace_stats {
 /*
  * For every complete dump of P, add 1 to ABANDONED[b] (an array of D->hdr.nblocks
  * counts, which the caller zeroes) for each return address that is the ret_addr of a
- * CFG_EDGE_CALLRET edge of D from block b. U may be NULL when P has no dumps. ST may be
- * NULL. Returns 0, QP_EINVAL or QP_ENOMEM.
+ * CFG_EDGE_CALLRET edge of D from block b, and for a dump before an exec, to its exec
+ * call block's. LEFT (D->hdr.nprocs flags the caller zeroes, or NULL): set to 1 for
+ * each procedure holding a block added to (the only writer knows them: readers need
+ * not scan every block's count). U may be NULL when P has no dumps. ST may be NULL.
+ * Returns 0, QP_EINVAL or QP_ENOMEM.
  */
 int
 qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t *p,
-    uint64_t *abandoned, qp_backtrace_stats_t *st /*OUT*/);
+    uint64_t *abandoned, uint8_t *left /*OUT*/, qp_backtrace_stats_t *st /*OUT*/);
 
 #endif

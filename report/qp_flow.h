@@ -137,7 +137,8 @@ typedef int (*qp_flow_visit_fn)(void *arg, uint32_t proc, const qp_flow_t *f,
  * cycle come last (their calls stay unknown). A report that reads every procedure's
  * counts this way solves none twice, and a lazy description decodes most chunks once.
  * LEFT (or NULL): per procedure, whether a block of it has abandoned flow in ABANDONED,
- * when the caller knows (then ABANDONED is read only in those procedures' blocks).
+ * as its writer knows (qp_backtrace_abandoned): then ABANDONED is read only in those
+ * procedures' blocks; without it, in each solved procedure's.
  */
 int
 qp_flow_entries_visit(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,

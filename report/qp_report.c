@@ -266,11 +266,17 @@ keep_sites(qp_report_t *r, uint32_t proc, const qp_flow_t *f)
  * qsort needs the description, hence a file-scope pointer. */
 static const qp_desc_t *order_desc;
 
-/* A row of the flat order as qsort moves it: its keys, the first 8 bytes of
- * the name as a big-endian number (most names differ there), the row. */
-typedef struct flat_key {
-    uint64_t insns, calls, prefix;
+/* A row of the flat order as qsort moves it: its name's key (the first 8 bytes of the
+ * name as a big-endian number: most names differ there), its procedure and row; a row
+ * that ran, its counts before them. */
+typedef struct name_key {
+    uint64_t prefix;
     uint32_t row, proc;
+} name_key_t;
+
+typedef struct flat_key {
+    uint64_t insns, calls;
+    name_key_t name;
 } flat_key_t;
 
 static uint64_t
@@ -283,15 +289,11 @@ name_prefix(const char *s)
     return i < 8 ? v << 8 * (8 - i) : v; /* a shorter name ends in zeros: first */
 }
 
-/* The flat-profile order on keys. */
+/* The flat-profile order of rows whose counts are alike: by name, then procedure. */
 static int
-cmp_flat_key(const void *a, const void *b)
+cmp_name_key(const void *a, const void *b)
 {
-    const flat_key_t *x = a, *y = b;
-    if (x->insns != y->insns)
-        return x->insns > y->insns ? -1 : 1;
-    if (x->calls != y->calls)
-        return x->calls > y->calls ? -1 : 1;
+    const name_key_t *x = a, *y = b;
     if (x->prefix != y->prefix)
         return x->prefix < y->prefix ? -1 : 1;
     if ((x->prefix & 0xff) != 0) { /* 8 bytes alike, and the names go on */
@@ -303,39 +305,86 @@ cmp_flat_key(const void *a, const void *b)
     return x->proc < y->proc ? -1 : x->proc > y->proc;
 }
 
+/* The flat-profile order on keys. */
+static int
+cmp_flat_key(const void *a, const void *b)
+{
+    const flat_key_t *x = a, *y = b;
+    if (x->insns != y->insns)
+        return x->insns > y->insns ? -1 : 1;
+    if (x->calls != y->calls)
+        return x->calls > y->calls ? -1 : 1;
+    return cmp_name_key(&x->name, &y->name);
+}
+
+static name_key_t
+name_key(const qp_report_t *r, uint32_t row)
+{
+    uint32_t proc = r->procs[row].proc;
+    return (name_key_t) { name_prefix(qp_desc_str(r->desc, r->desc->procs[proc].name)), row,
+                          proc };
+}
+
+/*
+ * Into FROM[i], the row of R->procs that goes to place i of the flat order: the rows that
+ * ran (counts not both 0) sorted by keys, then those that did not by name alone (chromium:
+ * 89,000 and 573,000), each sort with keys of its own: one array of 32-byte keys for all
+ * rows and qsort's copy of it held 42 MB at the report's peak.
+ */
+static int
+flat_order(const qp_report_t *r, uint32_t *from)
+{
+    uint32_t nran = 0, n = r->nprocs;
+    for (uint32_t i = 0; i < n; i++)
+        nran += r->procs[i].insns != 0 || r->procs[i].calls != 0;
+    flat_key_t *k = malloc((nran + 1) * sizeof(flat_key_t));
+    if (k == NULL)
+        return QP_ENOMEM;
+    for (uint32_t i = 0, j = 0; i < n; i++)
+        if (r->procs[i].insns != 0 || r->procs[i].calls != 0)
+            k[j++] = (flat_key_t) { r->procs[i].insns, r->procs[i].calls, name_key(r, i) };
+    qsort(k, nran, sizeof(flat_key_t), cmp_flat_key);
+    for (uint32_t j = 0; j < nran; j++)
+        from[j] = k[j].name.row;
+    free(k);
+    name_key_t *z = malloc((n - nran + 1) * sizeof(name_key_t));
+    if (z == NULL)
+        return QP_ENOMEM;
+    for (uint32_t i = 0, j = 0; i < n; i++)
+        if (r->procs[i].insns == 0 && r->procs[i].calls == 0)
+            z[j++] = name_key(r, i);
+    qsort(z, n - nran, sizeof(name_key_t), cmp_name_key);
+    for (uint32_t j = 0; j < n - nran; j++)
+        from[nran + j] = z[j].row;
+    free(z);
+    return 0;
+}
+
 /* R->procs in flat-profile order, sorted by keys: sorting the rows themselves
  * moved 56 bytes at a time and read two names for most comparisons (chromium: 316,000
  * rows that did not run, told apart by their names only). */
 static int
 sort_flat(qp_report_t *r)
 {
-    flat_key_t *k = malloc((r->nprocs + 1) * sizeof(flat_key_t));
-    if (k == NULL)
-        return QP_ENOMEM;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
-        const qp_proc_result_t *x = &r->procs[i];
-        k[i] = (flat_key_t) { x->insns, x->calls,
-                              name_prefix(qp_desc_str(r->desc, r->desc->procs[x->proc].name)),
-                              i, x->proc };
-    }
-    qsort(k, r->nprocs, sizeof(flat_key_t), cmp_flat_key);
-    /* Row k[i].row goes to i: moved in place, a cycle at a time (rows done: QP_VIRT). */
-    for (uint32_t i = 0; i < r->nprocs; i++) {
-        if (k[i].row == QP_VIRT)
+    uint32_t *from = malloc((r->nprocs + 1) * sizeof(uint32_t));
+    int rc = from == NULL ? QP_ENOMEM : flat_order(r, from);
+    /* Row from[i] goes to i: moved in place, a cycle at a time (rows done: QP_VIRT). */
+    for (uint32_t i = 0; rc == 0 && i < r->nprocs; i++) {
+        if (from[i] == QP_VIRT)
             continue;
         qp_proc_result_t first = r->procs[i];
         uint32_t j = i;
-        while (k[j].row != i) {
-            uint32_t from = k[j].row;
-            r->procs[j] = r->procs[from];
-            k[j].row = QP_VIRT;
-            j = from;
+        while (from[j] != i) {
+            uint32_t src = from[j];
+            r->procs[j] = r->procs[src];
+            from[j] = QP_VIRT;
+            j = src;
         }
         r->procs[j] = first;
-        k[j].row = QP_VIRT;
+        from[j] = QP_VIRT;
     }
-    free(k);
-    return 0;
+    free(from);
+    return rc;
 }
 
 static int
@@ -409,34 +458,12 @@ visit_proc(void *arg, uint32_t proc, const qp_flow_t *f, const qp_flow_zero_t *z
     return 0;
 }
 
-/*
- * Per procedure of R's description, whether a block of it has abandoned flow, when only
- * dumps before an exec abandoned any (no frame of a back-trace matched): read at the exec
- * call sites' blocks alone, where those count. NULL otherwise (the walk reads every
- * block's count), or out of memory.
- */
-static uint8_t *
-left_at_execs(const qp_report_t *r)
-{
-    const qp_desc_t *d = r->desc;
-    const qp_desc_keys_t *k = qp_desc_keys(d);
-    uint32_t n = d->hdr.nprocs;
-    if (r->abandoned == NULL || r->bt.matched > 0 || k == NULL)
-        return NULL;
-    uint8_t *left = calloc(n + 1, 1);
-    for (uint32_t i = 0; left != NULL && i < n; i++) {
-        const qp_desc_proc_t *p = &d->procs[i];
-        for (uint32_t s = k->first[i]; s < k->n && k->calls[s].block - p->block < p->nblocks;
-             s++)
-            left[i] |= (k->calls[s].flags & QP_CALLF_EXEC) && r->abandoned[k->calls[s].block];
-    }
-    return left;
-}
-
 /* Every measured procedure solved once (and the entries of those counted by their
- * calls), then the flat-profile order and the procedures not measured by address. */
+ * calls), then the flat-profile order and the procedures not measured by address.
+ * LEFT: per procedure, whether R->abandoned counts in its blocks (abandoned_at_exits). */
 static int
-collect_results(qp_report_t *r)
+collect_results(qp_report_t *r, const uint8_t *left,
+    void (*phase)(void *arg, const char *name), void *arg)
 {
     const qp_desc_t *d = r->desc;
     const qp_prof_hdr_t *h = &r->prof->hdr;
@@ -455,11 +482,9 @@ collect_results(qp_report_t *r)
         else
             w.row[i] = r->nprocs++;
     }
-    uint8_t *left = rc == 0 ? left_at_execs(r) : NULL;
     if (rc == 0)
         rc = qp_flow_entries_visit(d, r->prof->counters, h->ncounters, r->abandoned, left,
                                    visit_proc, &w, &r->entries);
-    free(left);
     free(w.row);
     QP_CHECK(rc);
     for (uint32_t k = 0; k < r->nprocs; k++) {
@@ -469,6 +494,8 @@ collect_results(qp_report_t *r)
     }
     r->leaving_ran = (uint8_t)w.ran;
     qp_report_mark_leaving(r, w.ran);
+    if (phase != NULL)
+        phase(arg, "ordering the procedures");
     order_desc = d;
     rc = sort_flat(r);
     qsort(r->unmeasured, r->nunmeasured, sizeof(uint32_t), cmp_unmeasured);
@@ -478,21 +505,26 @@ collect_results(qp_report_t *r)
 
 /*
  * R->abandoned from the exit back-traces of R's profile (U: its unwinder), or NULL when
- * they abandoned nothing (the flow reads NULL as all zero). Chromium's array is 109 MB:
- * its reads (every measured procedure's blocks) made all of it resident, as fresh
- * pages read are on a kernel that does not map its zero page for them (this machine's).
+ * they abandoned nothing (the flow reads NULL as all zero), and *LEFT the procedures
+ * whose blocks it counts in (n + 1 flags, or NULL). Chromium's array is 109 MB: reads
+ * of every measured procedure's blocks made all of it resident, as fresh pages read are
+ * on a kernel that does not map its zero page for them (this machine's); with LEFT,
+ * only the pages of those procedures' blocks are read.
  */
 static int
-abandoned_at_exits(qp_report_t *r, qp_unwinder_t *u)
+abandoned_at_exits(qp_report_t *r, qp_unwinder_t *u, uint8_t **left)
 {
     const qp_desc_t *d = r->desc;
     r->abandoned = calloc(d->hdr.nblocks ? d->hdr.nblocks : 1, sizeof(uint64_t));
-    if (r->abandoned == NULL)
+    *left = calloc(d->hdr.nprocs + 1, 1);
+    if (r->abandoned == NULL || *left == NULL)
         return QP_ENOMEM;
-    QP_CHECK(qp_backtrace_abandoned(u, d, r->prof, r->abandoned, &r->bt));
+    QP_CHECK(qp_backtrace_abandoned(u, d, r->prof, r->abandoned, *left, &r->bt));
     if (r->bt.matched == 0 && r->bt.execs == 0) {
         free(r->abandoned);
         r->abandoned = NULL;
+        free(*left);
+        *left = NULL;
     }
     return 0;
 }
@@ -500,6 +532,13 @@ abandoned_at_exits(qp_report_t *r, qp_unwinder_t *u)
 int
 qp_report_build(
     const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u, qp_report_t *out)
+{
+    return qp_report_build_phased(d, p, u, NULL, NULL, out);
+}
+
+int
+qp_report_build_phased(const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u,
+    void (*phase)(void *arg, const char *name), void *arg, qp_report_t *out)
 {
     if (out != NULL)
         memset(out, 0, sizeof(*out));
@@ -509,12 +548,14 @@ qp_report_build(
     out->prof = p;
     /* The call sites its passes look at (read by every one below). */
     int rc = qp_desc_keys(d) == NULL ? QP_ENOMEM : 0;
+    uint8_t *left = NULL;
     if (rc == 0 && p->ndumps > 0 && u != NULL)
-        rc = abandoned_at_exits(out, u);
+        rc = abandoned_at_exits(out, u, &left);
     else if (p->ndumps > 0)
         out->bt.incomplete = p->ndumps; /* no unwinder: every dump is unused */
     if (rc == 0)
-        rc = collect_results(out);
+        rc = collect_results(out, left, phase, arg);
+    free(left);
     if (rc < 0)
         qp_report_free(out);
     return rc;

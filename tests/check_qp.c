@@ -2073,12 +2073,28 @@ START_TEST(test_qp_backtrace_self)
     qp_profile_t p = { 0 };
     p.dumps = &self_dump;
     p.ndumps = 1;
+    /* Blocks 0 and 1 in procedure 1, block 2 in procedure 0, none in procedure 2: the
+     * procedures with abandoned flow are in LEFT (the report reads no other's counts). */
+    d.procs = realloc(d.procs, 3 * sizeof(qp_desc_proc_t));
+    ck_assert_ptr_nonnull(d.procs);
+    d.procs[1] = d.procs[0];
+    d.procs[1].nblocks = 2;
+    d.procs[1].nedges = 0;
+    d.procs[0].block = 2;
+    d.procs[0].nblocks = 1;
+    d.procs[2] = d.procs[0];
+    d.procs[2].nblocks = 0;
+    d.hdr.nprocs = 3;
     uint64_t abandoned[3] = { 0 };
+    uint8_t left[3] = { 0 };
     qp_backtrace_stats_t st;
-    ck_assert_int_eq(qp_backtrace_abandoned(u, &d, &p, abandoned, &st), 0);
+    ck_assert_int_eq(qp_backtrace_abandoned(u, &d, &p, abandoned, left, &st), 0);
     ck_assert_uint_eq(abandoned[0], 1);
     ck_assert_uint_eq(abandoned[1], 1);
     ck_assert_uint_eq(abandoned[2], 0);
+    ck_assert_uint_eq(left[0], 0);
+    ck_assert_uint_eq(left[1], 1);
+    ck_assert_uint_eq(left[2], 0);
     ck_assert_uint_eq(st.matched, 2);
     ck_assert_uint_eq(st.dumps, 1);
 

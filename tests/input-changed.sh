@@ -190,6 +190,7 @@ qp_case() {
     refused "qp report: $1" "$4"
 }
 for phase in "reading the description" "summing the profiles" "solving the counts" \
+             "ordering the procedures" \
              "counting PLT stubs"; do
     qp_case "executable truncated, $phase" "$phase" "truncate -s 4096 prog" \
         "qp: */tests/input-changed.d/prog: changed while it was read"
