@@ -105,6 +105,9 @@ typedef struct drv_graph {
                               * allocation of all the per-block arrays below) */
     uint64_t *last_target;   /* ... its direct target (jmp, jcc, call), else 0 */
     uint8_t *last_kind;      /* ... its arch_kind_t */
+    uint32_t *callee;        /* ... the procedure its direct call or jump enters
+                              * (drv_entered), else CFG_NONE: filled by drv_run, on
+                              * the thread that builds the graph (not drv_graph_build) */
     uint8_t *tests_status;   /* ... DRV_STATUS_*: a conditional branch, right after a
                               * call, on whether a register is zero (the estimate's) */
     uint8_t *live_in;        /* per block: flags live on entry (ARCH_FLAG_* bits) */

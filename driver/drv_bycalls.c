@@ -90,7 +90,7 @@ push_dep(dep_t **v, size_t *n, size_t *cap, uint32_t caller, uint32_t callee)
 /*
  * Every reference to a candidate's entry: direct calls and tail calls become DEPS (from
  * solid callers; anything else disqualifies the candidate, in CAND). The entries are
- * looked up in ENTRIES' hash, two a program edge (chromium: as costly as the search of
+ * looked up in ENTRIES' hash, one or two a program edge (chromium: as costly as the search of
  * the blocks was, the cache misses of either; one table for the driver's lookups).
  */
 static int
@@ -115,7 +115,9 @@ collect_deps(const cfg_prog_t *prog, const drv_entries_t *entries, const uint8_t
             if (call && (ed->kind == CFG_EDGE_CALLRET || ed->kind == CFG_EDGE_NORETURN))
                 continue; /* the call, seen above; the way on stays inside */
             uint64_t at[2] = { ed->target, ed->to != CFG_NONE ? prog->blocks[ed->to].start : 0 };
-            for (int j = 0; j < 2; j++) {
+            /* (Most edges land at their block's start: the second lookup would answer
+             * as the first, and what follows does the same for both then.) */
+            for (int j = 0; j < 2 - (at[1] == at[0]); j++) {
                 uint32_t p = drv_entered(entries, at[j]);
                 if (p == CFG_NONE || !cand[p] || (p == caller && ed->to != CFG_NONE))
                     continue; /* a jump inside P to its own entry block is P's business */
@@ -208,25 +210,28 @@ cyclic_components(uint32_t n, const dep_t *deps, const uint32_t *first, const ui
  * lowest index) loses CAND and keeps its own counter. Dropping the hub of a recursion (an
  * interpreter's execute loop) rather than every procedure on it leaves the others
  * counted by their calls. After BREAK_ROUNDS rounds, every candidate still on a cycle
- * loses CAND (each round is a pass over the call graph).
+ * loses CAND. A candidate on no cycle stays on none as candidates drop out, so each
+ * round after the first walks only the last round's components (LIVE): chromium's 16
+ * rounds walked all its candidates' calls each.
  */
 enum { BREAK_ROUNDS = 16 };
 
 static int
-break_cycles(uint32_t n, const dep_t *deps, size_t ndeps, const uint32_t *first, uint8_t *cand)
+break_cycles(uint32_t n, const dep_t *deps, const uint32_t *first, uint8_t *cand)
 {
     uint32_t *comp = malloc((n + 1) * sizeof(uint32_t));
     uint32_t *scratch = malloc(5 * (size_t)(n + 1) * sizeof(uint32_t));
     uint64_t *in = calloc(n + 1, sizeof(uint64_t)), *out = calloc(n + 1, sizeof(uint64_t));
     uint32_t *pick = malloc((n + 1) * sizeof(uint32_t));
-    uint8_t *on = malloc(n + 1);
+    uint8_t *on = malloc(n + 1), *live = malloc(n + 1);
     int rc = 0;
-    if (!comp || !scratch || !in || !out || !pick || !on) {
+    if (!comp || !scratch || !in || !out || !pick || !on || !live) {
         rc = QP_ENOMEM;
         goto out;
     }
+    memcpy(live, cand, n);
     uint32_t ncomp;
-    for (int round = 0; (ncomp = cyclic_components(n, deps, first, cand, comp, scratch, on)) > 0;
+    for (int round = 0; (ncomp = cyclic_components(n, deps, first, live, comp, scratch, on)) > 0;
          round++) {
         if (round == BREAK_ROUNDS) { /* a big program's big cycles: as before, all out */
             for (uint32_t v = 0; v < n; v++)
@@ -234,15 +239,18 @@ break_cycles(uint32_t n, const dep_t *deps, size_t ndeps, const uint32_t *first,
                     cand[v] = 0;
             break;
         }
-        memset(in, 0, (n + 1) * sizeof(uint64_t));
-        memset(out, 0, (n + 1) * sizeof(uint64_t));
-        for (size_t k = 0; k < ndeps; k++) {
-            uint32_t c = deps[k].caller, e = deps[k].callee;
-            if (cand[c] && cand[e] && comp[c] != UINT32_MAX && comp[c] == comp[e]) {
-                out[c]++;
-                in[e]++;
-            }
+        for (uint32_t v = 0; v < n; v++) {
+            live[v] = comp[v] != UINT32_MAX; /* (comp: candidates only) */
+            in[v] = out[v] = 0;
         }
+        for (uint32_t c = 0; c < n; c++)
+            for (uint32_t k = first[c]; live[c] && k < first[c + 1]; k++) {
+                uint32_t e = deps[k].callee;
+                if (live[e] && comp[c] == comp[e]) {
+                    out[c]++;
+                    in[e]++;
+                }
+            }
         for (uint32_t k = 0; k < ncomp; k++)
             pick[k] = UINT32_MAX;
         for (uint32_t v = 0; v < n; v++) {
@@ -253,7 +261,7 @@ break_cycles(uint32_t n, const dep_t *deps, size_t ndeps, const uint32_t *first,
                 pick[k] = v;
         }
         for (uint32_t k = 0; k < ncomp; k++)
-            cand[pick[k]] = 0;
+            cand[pick[k]] = live[pick[k]] = 0;
     }
 out:
     free(comp);
@@ -262,6 +270,7 @@ out:
     free(out);
     free(pick);
     free(on);
+    free(live);
     return rc;
 }
 
@@ -326,7 +335,7 @@ drv_by_calls(const cfg_prog_t *prog, const drv_entries_t *entries, const uint8_t
             first[deps[k].caller + 1]++;
         for (uint32_t v = 0; v < n; v++)
             first[v + 1] += first[v];
-        rc = break_cycles(n, deps, ndeps, first, by_calls);
+        rc = break_cycles(n, deps, first, by_calls);
     }
     if (rc == 0)
         rc = pass_leave(n, deps, ndeps, first, by_calls, leave);

@@ -425,10 +425,11 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     }
     void **parts[] = { (void **)&g->last, (void **)&g->last_target, (void **)&g->block_at,
                        (void **)&g->indeg, (void **)&g->outdeg, (void **)&g->block_counter,
-                       (void **)&g->last_kind, (void **)&g->tests_status, (void **)&g->live_in,
-                       (void **)&g->live_out, (void **)&g->block_save };
+                       (void **)&g->callee, (void **)&g->last_kind,
+                       (void **)&g->tests_status, (void **)&g->live_in, (void **)&g->live_out,
+                       (void **)&g->block_save };
     const size_t w = m * sizeof(uint64_t), h = m * sizeof(uint32_t);
-    const size_t sizes[] = { w, w, w, h, h, h, m, m, m, m, m };
+    const size_t sizes[] = { w, w, w, h, h, h, h, m, m, m, m, m };
     g->edges = malloc(ecap * sizeof(drv_edge_t));
     if (drv_carve(parts, sizes, sizeof(sizes) / sizeof(sizes[0])) == NULL || g->edges == NULL) {
         free(g->last);

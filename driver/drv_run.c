@@ -460,9 +460,46 @@ solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, const drv_entries_t *
     }
 }
 
+/*
+ * The description's blocks and edges of measured graph G, its blocks from BLOCKS[BLOCK]
+ * and its edges from EDGES[EDGE] (its qp_desc_proc_t's block and edge). They depend on
+ * G and those two alone: describe_measured leaves them to the pool when it can
+ * (prep_one, before it frees the graph; chromium: 13.6 million blocks and 19.7 million
+ * edges, whose stores were most of describe_measured's time on the main thread).
+ */
+static void
+store_graph(qp_desc_block_t *blocks, qp_desc_edge_t *edges, const drv_graph_t *g,
+            uint32_t block, uint32_t edge)
+{
+    const cfg_prog_t *prog = g->prog;
+    uint32_t X = g->nblocks;
+    for (uint32_t i = 0; i < g->nblocks; i++) {
+        const cfg_block_t *b = &prog->blocks[g->first + i];
+        blocks[block + i] = (qp_desc_block_t) {
+            .start = b->start, .size = (uint32_t)(b->end - b->start), .ninsns = b->ninsns,
+            .counter = g->block_counter[i],
+        };
+    }
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        /* ret_addr holds the call's old address until drv_result_finish maps it. */
+        edges[edge + e] = (qp_desc_edge_t) {
+            .from = ed->from == X ? QP_VIRT : block + ed->from,
+            .to = ed->to == X ? QP_VIRT : block + ed->to,
+            .counter = ed->counter, .kind = ed->kind,
+            .ret_addr = ed->kind == CFG_EDGE_CALLRET ? g->last[ed->from] : 0,
+        };
+    }
+}
+
+/*
+ * The measured procedure of graph G: its probes, exit hooks, call sites and description,
+ * the description's blocks and edges stored by store_graph here, or (DEFER) left to the
+ * caller, which needs the arrays not to move: room for them must have been reserved.
+ */
 static int
 describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits, size_t nexits,
-                  const uint8_t *leave, int inplace)
+                  const uint8_t *leave, int inplace, int defer)
 {
     const cfg_prog_t *prog = g->prog;
     const cfg_proc_t *p = &prog->procs[g->proc];
@@ -522,13 +559,16 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (where == ED_AT_TAKEN && (ed->fall_in & DRV_FALL_CHOSEN))
             res->probes[res->nprobes - 1].flags |= ED_PROBE_FALL_IN;
     }
-    /* Room for its blocks and edges at once (not a call an element: cc1 4 million). */
-    QP_CHECK(cfg_vec_grow((void **)&res->blocks, &res->blocks_cap,
-        (size_t)res->nblocks + g->nblocks, sizeof(qp_desc_block_t)));
-    QP_CHECK(cfg_vec_grow((void **)&res->edges, &res->edges_cap,
-        (size_t)res->nedges + g->nedges, sizeof(qp_desc_edge_t)));
+    /* Room for its blocks and edges at once (not a call an element: cc1 4 million);
+     * reserved for all when deferred (the pool stores into these arrays). */
+    size_t need_b = (size_t)res->nblocks + g->nblocks, need_e = (size_t)res->nedges + g->nedges;
+    if (defer && (need_b > res->blocks_cap || need_e > res->edges_cap))
+        return QP_ERANGE; /* (run_pass reserves enough: never) */
+    QP_CHECK(cfg_vec_grow((void **)&res->blocks, &res->blocks_cap, need_b,
+                          sizeof(qp_desc_block_t)));
+    QP_CHECK(cfg_vec_grow((void **)&res->edges, &res->edges_cap, need_e,
+                          sizeof(qp_desc_edge_t)));
     for (uint32_t i = 0; i < g->nblocks; i++) {
-        const cfg_block_t *b = &prog->blocks[g->first + i];
         if (g->block_counter[i] != QP_NOCOUNTER) {
             QP_CHECK(add_probe(res, g->block_at[i], ED_AT_BEFORE, ED_SNIP_COUNT,
                                g->block_save[i], g->block_counter[i]));
@@ -538,7 +578,7 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         uint64_t callee = 0;
         if (g->last_kind[i] == ARCH_KIND_CALL || g->last_kind[i] == ARCH_KIND_JMP)
             callee = g->last_target[i];
-        uint32_t cp = drv_entered(&res->entries, callee);
+        uint32_t cp = g->callee[i]; /* (looked up where the graph was built) */
         uint8_t cf = cp != CFG_NONE ? res->callee_marks[cp] : 0;
         int exec = g->last_kind[i] == ARCH_KIND_CALL && (cf & QP_CALLF_EXEC);
         if (!inplace && ((callee != 0 && cfg_u64_contains(exits, nexits, callee)) || exec)) {
@@ -561,11 +601,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         else if (g->last_kind[i] == ARCH_KIND_CALL_IND)
             QP_CHECK(add_call_to(res, 0, CFG_NONE, d->block + i, QP_VIRT,
                                  QP_CALL_INDIRECT, prog));
-        res->blocks[res->nblocks++] = (qp_desc_block_t) {
-            .start = b->start, .size = (uint32_t)(b->end - b->start), .ninsns = b->ninsns,
-            .counter = g->block_counter[i],
-        };
     }
+    res->nblocks += g->nblocks;
     uint32_t first_call = res->ncalls;
     for (uint32_t e = 0; e < g->nedges; e++) {
         const drv_edge_t *ed = &g->edges[e];
@@ -578,7 +615,7 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
             if (d->miss == 0)
                 d->miss = drv_alloc_counter(res) + 1;
             QP_CHECK(push_xlate(res, g->last[ed->from], d->miss - 1));
-            QP_CHECK(add_call(res, 0, d->block + ed->from, res->nedges, QP_CALL_TAIL_INDIRECT,
+            QP_CHECK(add_call(res, 0, d->block + ed->from, d->edge + e, QP_CALL_TAIL_INDIRECT,
                               prog));
         }
         /* A tail call; not the way on after a call that ends the procedure (the call is
@@ -586,21 +623,16 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (ed->kind == CFG_EDGE_TAILCALL && ed->from != X
             && g->last_kind[ed->from] != ARCH_KIND_CALL && g->last_kind[ed->from] != ARCH_KIND_CALL_IND) {
             uint64_t t = ed->cfg_edge != CFG_NONE ? prog->edges[ed->cfg_edge].target : 0;
-            QP_CHECK(add_call(res, t, d->block + ed->from, res->nedges,
+            QP_CHECK(add_call(res, t, d->block + ed->from, d->edge + e,
                               t != 0 ? QP_CALL_TAIL : QP_CALL_TAIL_INDIRECT, prog));
         }
         if (ed->kind == QP_EDGE_ROOT && g->prog->blocks[g->first + ed->to].npred == 0)
             d->flags |= QP_PROC_APPROX_EH; /* a landing pad (or code only reached from
                                              * outside): a throw may leave flow unbalanced */
-        /* ret_addr holds the call's old address until drv_result_finish maps it. */
-        res->edges[res->nedges] = (qp_desc_edge_t) {
-            .from = ed->from == X ? QP_VIRT : d->block + ed->from,
-            .to = ed->to == X ? QP_VIRT : d->block + ed->to,
-            .counter = ed->counter, .kind = ed->kind,
-            .ret_addr = ed->kind == CFG_EDGE_CALLRET ? g->last[ed->from] : 0,
-        };
-        res->nedges++;
     }
+    res->nedges += g->nedges;
+    if (!defer)
+        store_graph(res->blocks, res->edges, g, d->block, d->edge);
     /* The procedure's sites in block order (calls first: they come from the blocks);
      * most have no site on an edge and are strictly in order already: not sorted. */
     uint32_t first = first_call;
@@ -615,6 +647,23 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     res->nedges_total += g->nedges;
     res->nprocs++;
     return 0;
+}
+
+/*
+ * Procedure I's graph into *G (drv_graph_build's answer), and the procedures its
+ * blocks' direct calls and jumps enter, looked up in ENTRIES (G->callee): on the thread
+ * that builds it, not in describe_measured's serial step (chromium: 13.6 million
+ * blocks, a lookup in a 24 MB hash each).
+ */
+static int
+build_graph(const cfg_prog_t *prog, uint32_t i, const drv_prog_info_t *info,
+            const drv_entries_t *entries, drv_graph_t *g)
+{
+    int rc = drv_graph_build(prog, i, info, g);
+    for (uint32_t k = 0; rc == 0 && k < g->nblocks; k++)
+        g->callee[k] = g->last_kind[k] == ARCH_KIND_CALL || g->last_kind[k] == ARCH_KIND_JMP
+            ? drv_entered(entries, g->last_target[k]) : CFG_NONE;
+    return rc;
 }
 
 /*****************************************************************************
@@ -661,7 +710,7 @@ measure_in_place(drv_result_t *res, const cfg_prog_t *prog, const ed_plan_t *pla
         return DRV_NOT_MEASURED;
     }
     drv_graph_t g;
-    int rc = drv_graph_build(prog, i, info, &g);
+    int rc = build_graph(prog, i, info, &res->entries, &g);
     if (rc < 0)
         return rc;
     if (rc == DRV_NOT_MEASURED) {
@@ -715,7 +764,7 @@ measure_in_place(drv_result_t *res, const cfg_prog_t *prog, const ed_plan_t *pla
     g.entry_by_calls = 0;
     uint32_t nblocks = g.nblocks;
     if (rc == 0)
-        rc = describe_measured(res, &g, exits, nexits, leave, 1);
+        rc = describe_measured(res, &g, exits, nexits, leave, 1, 0);
     drv_graph_free(&g);
     if (rc < 0)
         return rc;
@@ -772,6 +821,9 @@ typedef struct prep_item {
     int made;    /* G was made and not taken yet */
     int spent;   /* G is one run_pass is done with, which the next prep_one of the item
                   * frees (on the pool: cc1 0.03 s of the serial step) */
+    int store;   /* ... and whose description's blocks and edges it stores first, at
+                  * BLOCK and EDGE (describe_measured deferred them) */
+    uint32_t block, edge;
 } prep_item_t;
 
 typedef struct prep {
@@ -781,10 +833,25 @@ typedef struct prep {
     const drv_prog_info_t *info;
     const drv_weights_t *weights;
     const uint8_t *by_calls;
+    drv_entries_t entries;  /* drv_result_t.entries (a copy: the workers read it while
+                             * the taker writes the result) */
+    qp_desc_block_t *blocks;/* drv_result_t.blocks and edges, reserved for every graph: */
+    qp_desc_edge_t *edges;  /* the spent graphs' are stored there (prep_release) */
     unsigned threads;
     uint32_t lo, hi;     /* the batch: procedures [lo, hi) */
     prep_item_t *items;  /* PREP_BATCH of them, or NULL (no threads: made when taken) */
 } prep_t;
+
+/* The spent graph of IT, of P, freed, its description's blocks and edges stored first
+ * when deferred. */
+static void
+prep_release(prep_t *p, prep_item_t *it)
+{
+    if (it->store)
+        store_graph(p->blocks, p->edges, &it->g, it->block, it->edge);
+    drv_graph_free(&it->g);
+    it->spent = it->store = 0;
+}
 
 /* qp_task_fn: the graph of procedure P->lo + K, when run_pass will want it. */
 static int
@@ -795,12 +862,11 @@ prep_one(void *arg, unsigned worker, size_t k)
     prep_item_t *it = &p->items[k];
     uint32_t i = p->lo + (uint32_t)k;
     if (it->spent)
-        drv_graph_free(&it->g);
-    it->spent = 0;
+        prep_release(p, it);
     if ((p->prog->procs[i].flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT))
         || ed_plan_left_reason(p->plan, i) != NULL)
         return 0;
-    it->rc = drv_graph_build(p->prog, i, p->info, &it->g);
+    it->rc = build_graph(p->prog, i, p->info, &p->entries, &it->g);
     it->g.weights = p->weights; /* (as run_pass sets them: prepare may read them) */
     it->g.entry_by_calls = p->by_calls[i];
     if (it->rc == 0 && p->drv->prepare != NULL && (it->rc = p->drv->prepare(&it->g)) < 0)
@@ -815,20 +881,29 @@ prep_drop(prep_t *p, int spent)
 {
     for (uint32_t k = 0; p->items != NULL && k < PREP_BATCH; k++) {
         prep_item_t *it = &p->items[k];
-        if ((it->made && it->rc == 0) || (spent && it->spent))
+        if (it->made && it->rc == 0)
             drv_graph_free(&it->g);
+        else if (spent && it->spent)
+            prep_release(p, it);
         it->made = 0;
-        it->spent &= !spent;
     }
 }
 
+/* The item of P that procedure I's graph will be given back to, or NULL (freed then). */
+static prep_item_t *
+prep_keeper(prep_t *p, uint32_t i)
+{
+    prep_item_t *it = p->items != NULL && i >= p->lo && i < p->hi ? &p->items[i - p->lo] : NULL;
+    return it == NULL || it->made || it->spent ? NULL : it;
+}
+
 /* Procedure I's graph G, described: freed, or given back to its item in P for the
- * pool to free. */
+ * pool to free (prep_keeper). */
 static void
 prep_give_back(prep_t *p, uint32_t i, drv_graph_t *g)
 {
-    prep_item_t *it = p->items != NULL && i >= p->lo && i < p->hi ? &p->items[i - p->lo] : NULL;
-    if (it == NULL || it->made || it->spent) {
+    prep_item_t *it = prep_keeper(p, i);
+    if (it == NULL) {
         drv_graph_free(g);
         return;
     }
@@ -843,7 +918,7 @@ prep_take(prep_t *p, uint32_t i, drv_graph_t *g)
 {
     prep_item_t *it = p->items != NULL && i >= p->lo && i < p->hi ? &p->items[i - p->lo] : NULL;
     if (it == NULL || !it->made) /* (not foreseen by prep_one: made here) */
-        return drv_graph_build(p->prog, i, p->info, g);
+        return build_graph(p->prog, i, p->info, &p->entries, g);
     *g = it->g;
     it->made = 0;
     return it->rc;
@@ -858,10 +933,8 @@ prep_reset(prep_t *p, uint32_t lo)
     p->hi = p->prog->nprocs - lo > PREP_BATCH ? lo + PREP_BATCH : p->prog->nprocs;
     for (uint32_t k = 0; p->items != NULL && k < PREP_BATCH; k++) {
         prep_item_t *it = &p->items[k];
-        if (it->spent && k >= p->hi - p->lo) { /* (no prep_one of it in this batch) */
-            drv_graph_free(&it->g);
-            it->spent = 0;
-        }
+        if (it->spent && k >= p->hi - p->lo) /* (no prep_one of it in this batch) */
+            prep_release(p, it);
         if (!it->spent) /* (a spent graph stays for prep_one to free) */
             memset(it, 0, sizeof(*it));
     }
@@ -928,10 +1001,18 @@ pass_proc(pass_t *c, uint32_t i)
     if (rc == 0) {
         uint32_t c0 = res->ncounters;
         rc = c->drv->place(&g, res, &why);
+        /* (Kept for the pool: its blocks and edges are stored there, before it is freed.) */
+        prep_item_t *keep = prep_keeper(c->prep, i);
+        uint32_t block = res->nblocks, edge = res->nedges;
         if (rc == DRV_NOT_MEASURED)
             res->ncounters = c0; /* nothing of it is used */
         else if (rc == 0)
-            rc = describe_measured(res, &g, c->exits, c->nexits, c->leave, 0);
+            rc = describe_measured(res, &g, c->exits, c->nexits, c->leave, 0, keep != NULL);
+        if (rc == 0 && keep != NULL) {
+            keep->store = 1;
+            keep->block = block;
+            keep->edge = edge;
+        }
         prep_give_back(c->prep, i, &g);
     }
     if (rc == DRV_NOT_MEASURED && c->solid[i])
@@ -1125,13 +1206,17 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     res->driver = drv->kind;
     res->resume_unnamed = go_resume_unnamed(prog);
     uint32_t off;
-    /* Blocks at most the program's; edges and probes: its edges plus a virtual edge or a
-     * block counter per block. */
+    /* Blocks at most the program's; probes: its edges plus a virtual edge or a block
+     * counter per block; edges: every graph's (the pool stores them into the array,
+     * which must not move: each graph's are at most its blocks' successors, a
+     * virtual edge for a block without any, and a root edge a block). Pages not
+     * written are not taken. */
     size_t nedges = (size_t)prog->nedges + prog->nblocks;
     if (reserve((void **)&res->procs, &res->procs_cap, prog->nprocs, sizeof(qp_desc_proc_t)) < 0
         || reserve((void **)&res->blocks, &res->blocks_cap, prog->nblocks,
                    sizeof(qp_desc_block_t)) < 0
-        || reserve((void **)&res->edges, &res->edges_cap, nedges, sizeof(qp_desc_edge_t)) < 0
+        || reserve((void **)&res->edges, &res->edges_cap, nedges + prog->nblocks,
+                   sizeof(qp_desc_edge_t)) < 0
         || reserve((void **)&res->probes, &res->probes_cap, nedges, sizeof(ed_probe_t)) < 0) {
         drv_result_free(res);
         return QP_ENOMEM;
@@ -1172,7 +1257,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
     prep_t prep[2];
     for (int b = 0; b < 2; b++) {
-        prep[b] = (prep_t) { drv, prog, plan, &info, weights, by_calls, threads, 0, 0, NULL };
+        prep[b] = (prep_t) { drv, prog, plan, &info, weights, by_calls, res->entries,
+                             res->blocks, res->edges, threads, 0, 0, NULL };
         if (rc == 0 && threads > 1
             && (prep[b].items = calloc(PREP_BATCH, sizeof(prep_item_t))) == NULL)
             rc = QP_ENOMEM;
