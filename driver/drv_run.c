@@ -495,7 +495,8 @@ store_graph(qp_desc_block_t *blocks, qp_desc_edge_t *edges, const drv_graph_t *g
 /*
  * The measured procedure of graph G: its probes, exit hooks, call sites and description,
  * the description's blocks and edges stored by store_graph here, or (DEFER) left to the
- * caller, which needs the arrays not to move: room for them must have been reserved.
+ * pool (prep_release). Room for every graph's must have been reserved (run_pass): the
+ * arrays never move while a deferred store may be pending.
  */
 static int
 describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits, size_t nexits,
@@ -559,15 +560,12 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (where == ED_AT_TAKEN && (ed->fall_in & DRV_FALL_CHOSEN))
             res->probes[res->nprobes - 1].flags |= ED_PROBE_FALL_IN;
     }
-    /* Room for its blocks and edges at once (not a call an element: cc1 4 million);
-     * reserved for all when deferred (the pool stores into these arrays). */
-    size_t need_b = (size_t)res->nblocks + g->nblocks, need_e = (size_t)res->nedges + g->nedges;
-    if (defer && (need_b > res->blocks_cap || need_e > res->edges_cap))
-        return QP_ERANGE; /* (run_pass reserves enough: never) */
-    QP_CHECK(cfg_vec_grow((void **)&res->blocks, &res->blocks_cap, need_b,
-                          sizeof(qp_desc_block_t)));
-    QP_CHECK(cfg_vec_grow((void **)&res->edges, &res->edges_cap, need_e,
-                          sizeof(qp_desc_edge_t)));
+    /* Its blocks and edges go into the room run_pass reserved for every graph's. Never
+     * grown here, deferred or not: the pool may still be storing an earlier graph's
+     * into these arrays, which must not move (run_pass reserves enough: never). */
+    if ((size_t)res->nblocks + g->nblocks > res->blocks_cap
+        || (size_t)res->nedges + g->nedges > res->edges_cap)
+        return QP_ERANGE;
     for (uint32_t i = 0; i < g->nblocks; i++) {
         if (g->block_counter[i] != QP_NOCOUNTER) {
             QP_CHECK(add_probe(res, g->block_at[i], ED_AT_BEFORE, ED_SNIP_COUNT,
