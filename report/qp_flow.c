@@ -609,7 +609,6 @@ qp_flow_entries_free(qp_flow_entries_t *e)
     free(e->count);
     free(e->known);
     free(e->zero);
-    free(e->left);
     memset(e, 0, sizeof(*e));
 }
 
@@ -861,9 +860,9 @@ qp_flow_entries_visit(const qp_desc_t *d, const uint64_t *counters, size_t ncoun
         return QP_ENOMEM;
     /* Which procedures have abandoned flow, as the writer of ABANDONED told (LEFT:
      * qp_backtrace_abandoned); without it, each procedure's blocks are read where asked. */
-    if (abandoned != NULL && left != NULL && (out->left = malloc(n + 1)) != NULL) {
+    if (abandoned != NULL && left != NULL) {
+        out->left = left;
         out->left_for = abandoned;
-        memcpy(out->left, left, n);
     }
     out->nprocs = n;
     out->count = calloc(n + 1, sizeof(uint64_t));

@@ -102,8 +102,9 @@ typedef struct qp_flow_entries {
                            * solved (a cache qp_flow_solve_in fills; NULL: none kept) */
     /* Per procedure: a block of it has abandoned flow in LEFT_FOR (the ABANDONED these
      * counts were made with), so that asking whether its inputs are all zero does not
-     * read every block's again; NULL: not known. */
-    uint8_t *left;
+     * read every block's again; NULL: not known. The caller's LEFT, not owned: it must
+     * live as long as these (qp_report_t keeps it beside ABANDONED). */
+    const uint8_t *left;
     const uint64_t *left_for;
 } qp_flow_entries_t;
 

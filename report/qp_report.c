@@ -20,6 +20,7 @@ qp_report_free(qp_report_t *r)
         return;
     free(r->abandoned);
     qp_flow_entries_free(&r->entries);
+    free(r->left);
     free(r->procs);
     free(r->unmeasured);
     free(r->unmeasured_calls);
@@ -459,11 +460,9 @@ visit_proc(void *arg, uint32_t proc, const qp_flow_t *f, const qp_flow_zero_t *z
 }
 
 /* Every measured procedure solved once (and the entries of those counted by their
- * calls), then the flat-profile order and the procedures not measured by address.
- * LEFT: per procedure, whether R->abandoned counts in its blocks (abandoned_at_exits). */
+ * calls), then the flat-profile order and the procedures not measured by address. */
 static int
-collect_results(qp_report_t *r, const uint8_t *left,
-    void (*phase)(void *arg, const char *name), void *arg)
+collect_results(qp_report_t *r, void (*phase)(void *arg, const char *name), void *arg)
 {
     const qp_desc_t *d = r->desc;
     const qp_prof_hdr_t *h = &r->prof->hdr;
@@ -483,7 +482,7 @@ collect_results(qp_report_t *r, const uint8_t *left,
             w.row[i] = r->nprocs++;
     }
     if (rc == 0)
-        rc = qp_flow_entries_visit(d, r->prof->counters, h->ncounters, r->abandoned, left,
+        rc = qp_flow_entries_visit(d, r->prof->counters, h->ncounters, r->abandoned, r->left,
                                    visit_proc, &w, &r->entries);
     free(w.row);
     QP_CHECK(rc);
@@ -505,26 +504,26 @@ collect_results(qp_report_t *r, const uint8_t *left,
 
 /*
  * R->abandoned from the exit back-traces of R's profile (U: its unwinder), or NULL when
- * they abandoned nothing (the flow reads NULL as all zero), and *LEFT the procedures
- * whose blocks it counts in (n + 1 flags, or NULL). Chromium's array is 109 MB: reads
+ * they abandoned nothing (the flow reads NULL as all zero), and R->left the procedures
+ * whose blocks it counts in (n + 1 flags, or NULL with it). Chromium's array is 109 MB: reads
  * of every measured procedure's blocks made all of it resident, as fresh pages read are
  * on a kernel that does not map its zero page for them (this machine's); with LEFT,
  * only the pages of those procedures' blocks are read.
  */
 static int
-abandoned_at_exits(qp_report_t *r, qp_unwinder_t *u, uint8_t **left)
+abandoned_at_exits(qp_report_t *r, qp_unwinder_t *u)
 {
     const qp_desc_t *d = r->desc;
     r->abandoned = calloc(d->hdr.nblocks ? d->hdr.nblocks : 1, sizeof(uint64_t));
-    *left = calloc(d->hdr.nprocs + 1, 1);
-    if (r->abandoned == NULL || *left == NULL)
+    r->left = calloc(d->hdr.nprocs + 1, 1);
+    if (r->abandoned == NULL || r->left == NULL)
         return QP_ENOMEM;
-    QP_CHECK(qp_backtrace_abandoned(u, d, r->prof, r->abandoned, *left, &r->bt));
+    QP_CHECK(qp_backtrace_abandoned(u, d, r->prof, r->abandoned, r->left, &r->bt));
     if (r->bt.matched == 0 && r->bt.execs == 0) {
         free(r->abandoned);
         r->abandoned = NULL;
-        free(*left);
-        *left = NULL;
+        free(r->left);
+        r->left = NULL;
     }
     return 0;
 }
@@ -548,14 +547,12 @@ qp_report_build_phased(const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t 
     out->prof = p;
     /* The call sites its passes look at (read by every one below). */
     int rc = qp_desc_keys(d) == NULL ? QP_ENOMEM : 0;
-    uint8_t *left = NULL;
     if (rc == 0 && p->ndumps > 0 && u != NULL)
-        rc = abandoned_at_exits(out, u, &left);
+        rc = abandoned_at_exits(out, u);
     else if (p->ndumps > 0)
         out->bt.incomplete = p->ndumps; /* no unwinder: every dump is unused */
     if (rc == 0)
-        rc = collect_results(out, left, phase, arg);
-    free(left);
+        rc = collect_results(out, phase, arg);
     if (rc < 0)
         qp_report_free(out);
     return rc;

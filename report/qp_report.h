@@ -85,6 +85,8 @@ typedef struct qp_report {
     const qp_profile_t *prof; /* not owned */
     uint64_t *abandoned;      /* per global block: executions abandoned at exits;
                                * NULL when none was */
+    uint8_t *left;            /* per procedure: whether ABANDONED counts in its blocks
+                               * (NULL with it) */
     qp_flow_entries_t entries; /* calls of the procedures counted by their calls */
     qp_backtrace_stats_t bt;  /* what the back-traces found */
     qp_proc_result_t *procs;  /* measured procedures in flat-profile order:
