@@ -733,6 +733,18 @@ insn_boundary(const cfg_prog_t *prog, uint64_t x)
     return insn_boundary_from(prog, x, &cur);
 }
 
+/* ARG's (the plan's) landing pads: PAD kept for ed_inplace_create. */
+static int
+keep_pad(void *arg, uint64_t func, uint64_t pad)
+{
+    (void)func;
+    ed_plan_t *plan = arg;
+    QP_CHECK(cfg_vec_grow((void **)&plan->pads, &plan->cappads, plan->npads + 1,
+                          sizeof(uint64_t)));
+    plan->pads[plan->npads++] = pad;
+    return 0;
+}
+
 /*
  * The unwind entry of moved code is rewritten from the old one (ed_unwind.c), which
  * works when the FDE's code moves as one contiguous run in address order: then the new
@@ -746,18 +758,6 @@ insn_boundary(const cfg_prog_t *prog, uint64_t x)
  * can share it are recorded as a group: they move together or not at all (settled in
  * settle_groups).
  */
-/* ARG's (the plan's) landing pads: PAD kept for ed_inplace_create. */
-static int
-keep_pad(void *arg, uint64_t func, uint64_t pad)
-{
-    (void)func;
-    ed_plan_t *plan = arg;
-    QP_CHECK(cfg_vec_grow((void **)&plan->pads, &plan->cappads, plan->npads + 1,
-                          sizeof(uint64_t)));
-    plan->pads[plan->npads++] = pad;
-    return 0;
-}
-
 static int
 check_fde(void *arg, const ed_fde_info_t *fi)
 {
