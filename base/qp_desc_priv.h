@@ -60,10 +60,14 @@ enum { RA_PARTS = 4 };
 
 /* Version 9's zstd frames (qp_format.h): the most window a frame may ask of the reader
  * (8 MiB, as LZMA_DICT_MAX; the writer's pieces are far smaller), and the levels: the
- * first when the pieces pass LZMA_SMALL in all, as LZMA's presets 6 and 1. */
+ * first when the pieces take at most LZMA_SMALL in all (where version 8 took preset 6),
+ * else the second (preset 1). Measured (2026-12-06, doc/measurements.md): bash's
+ * description at 3, 9, 12, 19: 351, 336, 334, 327 KB (LZMA 307 KB), 0.01 to 0.14 s;
+ * chromium's at 1, 3, 6, 9: 76.3, 74.6, 71.6, 70.8 MB (LZMA 67.6 MB) for 3.1, 3.6, 4.7,
+ * 8.1 s of CPU (LZMA 17.0 s): past 6, twice the time for 1% less. */
 #define ZSTD_WINDOW_LOG 23
 #define ZSTD_LEVEL_SMALL 19
-#define ZSTD_LEVEL_BIG 3
+#define ZSTD_LEVEL_BIG 6
 
 /*
  * A compressed piece being inflated: a raw LZMA2 stream (versions 5 to 8) or a zstd frame

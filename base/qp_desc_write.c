@@ -806,11 +806,7 @@ pick_level(uint32_t version, size_t total)
     int small = total <= LZMA_SMALL;
     if (version < QP_FORMAT_V9)
         return small ? 6 : 1;
-    const char *e = getenv("QPT_ZSTD_LEVELS"); /* MEASURING ONLY: "SMALL,BIG" */
-    int ls = ZSTD_LEVEL_SMALL, lb = ZSTD_LEVEL_BIG;
-    if (e != NULL)
-        (void)sscanf(e, "%d,%d", &ls, &lb);
-    return small ? ls : lb;
+    return small ? ZSTD_LEVEL_SMALL : ZSTD_LEVEL_BIG;
 }
 
 /* D's chunks: their records (chunk k's RAW[k] bytes, CB[k] of them call sites), encoded,
