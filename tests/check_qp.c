@@ -789,6 +789,21 @@ START_TEST(test_qp_desc_index_parts_checked)
         ck_assert_msg(strstr(why, bad[k].why) != NULL, "change %zu: %s", k, why);
         free(b);
     }
+    /* Version 9: a part that is not a zstd frame (its magic number changed, the frame
+     * intact) is refused as the stream it is not. */
+    if (_i == QP_FORMAT_V9) {
+        uint8_t *b = malloc(len);
+        ck_assert_ptr_nonnull(b);
+        memcpy(b, good, len);
+        ck_assert_uint_eq(b[at] | b[at + 1] << 8 | b[at + 2] << 16 | (uint32_t)b[at + 3] << 24,
+            ZSTD_MAGICNUMBER);
+        b[at] ^= 1;
+        rehash(b, len);
+        char why[256] = "";
+        ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
+        ck_assert_msg(strstr(why, "bad stream") != NULL, "%s", why);
+        free(b);
+    }
     ck_assert_int_eq(qp_desc_parse(good, len, &back, NULL, 0), 0);
     qp_desc_free(&back);
     free(good);
