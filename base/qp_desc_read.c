@@ -315,7 +315,8 @@ check_index_size(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
     uint64_t least = 1 + (uint64_t)h->nprocs * 2 + (v7 ? 1 : h->ncalls) + h->strtab_size;
     uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK + 20)
         + MAX_CHUNK + 20 + (uint64_t)h->ncalls * (MAX_CALL + 16 + 5) + h->strtab_size;
-    /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte;
+    /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte (zstd
+     * under 32768: 128 KiB from a 4-byte RLE block);
      * version 7's call sites are records of the chunks (the reader allocates by their
      * count before it reads them: a changed count asked for 34 GB). */
     uint64_t records = (uint64_t)h->nblocks + h->nedges + (v7 ? h->ncalls : 0);
@@ -405,7 +406,8 @@ parts_read(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, desc_part_t *
     uint64_t raw = 0, zoff;
     *n = desc_get_max(&b, h->body_size);
     /* A part takes two bytes of the table and five of its stream at least (an LZMA2
-     * chunk's control byte and size, a byte, the end mark): no count BUF cannot hold. */
+     * chunk's control byte and size, a byte, the end mark; a zstd frame's magic number
+     * alone takes four, its block header three): no count BUF cannot hold. */
     if (b.bad || *n == 0 || *n > (len - sizeof(*h)) / 7)
         return 1;
     for (uint64_t i = 0; i < *n && !b.bad; i++) {
