@@ -85,6 +85,8 @@ struct qp_desc_lazy {
      * each a search through 3 million call sites). */
     uint32_t *first_call;
     uint32_t nprocs;             /* the description's */
+    desc_stream_t z;             /* the chunks' decoder (its memory kept between chunks;
+                                  * all zero: DESC_STREAM_INIT) */
 };
 
 void
@@ -107,6 +109,7 @@ desc_lazy_free(struct qp_desc_lazy *lz)
         free(lz->pblocks);
         free(lz->later);
         free(lz->first_call);
+        desc_unpack_end(&lz->z);
     }
     free(lz);
 }
@@ -480,32 +483,30 @@ inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, int calls, uint8_t
      * not inflated further (its id was checked over every byte). */
     uint32_t want = calls ? c->rawsize : c->rawsize - c->callbytes;
     uint8_t *raw = malloc(want ? want : 1);
-    lzma_stream z = LZMA_STREAM_INIT;
+    desc_stream_t *z = &lz->z;
     *out = NULL;
-    if (raw == NULL || desc_unpack_init(&z, c->rawsize, QP_FORMAT_VERSION) < 0) {
+    if (raw == NULL || desc_unpack_init(z, c->rawsize, z->version) < 0) {
         free(raw);
-        lzma_end(&z);
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
     /* Exactly rawsize bytes, then the stream's end, exactly at its last byte. */
-    z.next_in = lz->buf + c->zoff;
-    z.avail_in = c->zsize;
-    z.next_out = raw;
-    z.avail_out = want;
-    lzma_ret lr = want > 0 ? lzma_code(&z, LZMA_FINISH) : LZMA_OK;
-    size_t got = want - z.avail_out;
+    z->next_in = lz->buf + c->zoff;
+    z->avail_in = c->zsize;
+    z->next_out = raw;
+    z->avail_out = want;
+    lzma_ret lr = want > 0 ? desc_unpack(z) : LZMA_OK;
+    size_t got = want - z->avail_out;
     uint8_t one;
     if (lr == LZMA_OK && got == c->rawsize) {
-        z.next_out = &one;
-        z.avail_out = 1;
-        lr = lzma_code(&z, LZMA_FINISH);
-        got += 1 - z.avail_out;
+        z->next_out = &one;
+        z->avail_out = 1;
+        lr = desc_unpack(z);
+        got += 1 - z->avail_out;
     }
     int stream_ok = want < c->rawsize ? lr == LZMA_OK && got == want /* the rest not read */
                                       : lr == LZMA_STREAM_END && got == c->rawsize
-                                          && z.avail_in == 0;
-    lzma_end(&z);
+                                          && z->avail_in == 0;
     lz->since_release += c->zsize;
     if (lz->release != NULL && lz->since_release >= RELEASE_BYTES) {
         lz->since_release = 0;
@@ -1185,14 +1186,14 @@ static int
 parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
          size_t *end, char *why, size_t whylen)
 {
-    /* Version 8: the index's parts, read one after another as one body. */
+    /* Version 8 and 9: the index's parts, read one after another as one body. */
     desc_part_t *parts = NULL, whole = { h->body_size, 0, sizeof(*h) };
     uint32_t nparts = 0;
-    if (h->version >= QP_FORMAT_VERSION)
+    if (h->version >= QP_FORMAT_V8)
         QP_CHECK(desc_get_parts(buf, len, h, &parts, &nparts, why, whylen));
     const desc_part_t *first = parts != NULL ? &parts[0] : &whole;
     struct qp_desc_lazy *lz = calloc(1, sizeof(*lz));
-    lzma_stream z = LZMA_STREAM_INIT;
+    desc_stream_t z = DESC_STREAM_INIT;
     size_t win = h->body_size < WINDOW ? h->body_size + 1 : WINDOW;
     rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, first->raw, LZMA_OK, parts, nparts,
         0, (uint64_t)h->body_size - first->raw, buf };
@@ -1200,7 +1201,7 @@ parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
         free(lz);
         free(b.win);
         free(parts);
-        lzma_end(&z);
+        desc_unpack_end(&z);
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
@@ -1212,7 +1213,8 @@ parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
     int rrc = decode_index(&b, out, lz, rwhy, sizeof(rwhy));
     size_t iend = 0;
     int rc = desc_finish_stream(&b, h, &iend, why, whylen);
-    lzma_end(&z);
+    desc_unpack_end(&z);
+    lz->z.version = h->version; /* the chunks' kind of stream */
     free(b.win);
     free(parts);
     *end = iend;

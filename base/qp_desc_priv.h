@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <lzma.h>
 #include <string.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 
 #include "base/qp_bytes.h"
 #include "base/qp_edge.h"
@@ -56,6 +58,38 @@ enum { RA_PARTS = 4 };
 #define LZMA_SMALL (2u << 20)
 #define LZMA_DICT_MAX (8u << 20)
 
+/* Version 9's zstd frames (qp_format.h): the most window a frame may ask of the reader
+ * (8 MiB, as LZMA_DICT_MAX; the writer's pieces are far smaller), and the levels: the
+ * first when the pieces take at most LZMA_SMALL in all (where version 8 took preset 6),
+ * else the second (preset 1). Measured (2026-12-06, doc/measurements.md): bash's
+ * description at 3, 9, 12, 19: 351, 336, 334, 327 KB (LZMA 307 KB), 0.01 to 0.14 s;
+ * chromium's at 1, 3, 6, 9: 76.3, 74.6, 71.6, 70.8 MB (LZMA 67.6 MB) for 3.1, 3.6, 4.7,
+ * 8.1 s of CPU (LZMA 17.0 s): past 6, twice the time for 1% less. */
+#define ZSTD_WINDOW_LOG 23
+#define ZSTD_LEVEL_SMALL 19
+#define ZSTD_LEVEL_BIG 6
+
+/*
+ * A compressed piece being inflated: a raw LZMA2 stream (versions 5 to 8) or a zstd frame
+ * (version 9), with lzma_stream's fields and statuses whichever it is (desc_unpack:
+ * LZMA_OK while it runs, LZMA_STREAM_END once it ended, LZMA_BUF_ERROR when its input
+ * ended inside it, LZMA_DATA_ERROR, LZMA_MEM_ERROR). desc_unpack_init starts the next
+ * piece of the same kind, keeping the decoder's memory.
+ */
+typedef struct desc_stream {
+    const uint8_t *next_in;
+    size_t avail_in;
+    uint64_t total_in; /* the piece's bytes read */
+    uint8_t *next_out;
+    size_t avail_out;
+    uint32_t version;  /* the description's */
+    lzma_stream lz;    /* versions 5 to 8 */
+    ZSTD_DCtx *zs;     /* version 9 (or NULL until the first piece) */
+    int ended;         /* version 9: the frame ended */
+} desc_stream_t;
+
+#define DESC_STREAM_INIT { NULL, 0, 0, NULL, 0, 0, LZMA_STREAM_INIT, NULL, 0 }
+
 /* A part of version 8's index (qp_format.h): RAW bytes decompressed from the Z bytes of
  * its stream at ZOFF in the description. */
 typedef struct desc_part {
@@ -74,12 +108,12 @@ typedef struct rbuf {
     const uint8_t *p;
     size_t n, off;
     int bad;
-    lzma_stream *z;   /* the body's stream, or NULL */
+    desc_stream_t *z; /* the body's stream, or NULL */
     uint8_t *win;     /* the window it inflates into (WINSIZE bytes) */
     size_t winsize;   /* WINDOW, or less for a smaller body */
     uint64_t left;    /* body bytes (header's body_size) not inflated yet */
     lzma_ret zret;    /* the stream's last status (LZMA_OK while it runs) */
-    /* Version 8's index: PARTS[part] is the stream inflating (LEFT its bytes), LATER the
+    /* Version 8 and 9's index: PARTS[part] is the stream inflating (LEFT its bytes), LATER the
      * bytes of the parts after it; BUF the description. Version 5 to 7: NPARTS 0. */
     const desc_part_t *parts;
     uint32_t nparts, part;
@@ -267,7 +301,11 @@ int
 desc_finish_stream(
     rbuf_t *b, const qp_desc_hdr_t *h, size_t *end, char *why, size_t whylen);
 int
-desc_unpack_init(lzma_stream *z, uint64_t n, uint32_t version);
+desc_unpack_init(desc_stream_t *z, uint64_t n, uint32_t version);
+lzma_ret
+desc_unpack(desc_stream_t *z);
+void
+desc_unpack_end(desc_stream_t *z);
 uint64_t
 desc_rest(const rbuf_t *r);
 int

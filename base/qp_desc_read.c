@@ -3,8 +3,8 @@
 
 /*
  * The description (see qp_desc.c), reading untrusted bytes: the buffered varint
- * reader, the record decoders, the header checks of every version read (5 to 8), version
- * 8's index parts and version 5's body.
+ * reader, the record decoders, the header checks of every version read (5 to 9), the
+ * streams' decoders (LZMA2, zstd), version 8 and 9's index parts and version 5's body.
  */
 #include "base/qp_desc_priv.h"
 
@@ -21,13 +21,13 @@ stream_ends(rbuf_t *r)
     uint8_t one;
     r->z->next_out = &one;
     r->z->avail_out = 1;
-    lzma_ret lr = lzma_code(r->z, LZMA_FINISH);
+    lzma_ret lr = desc_unpack(r->z);
     if (lr == LZMA_STREAM_END && r->z->avail_out == 0)
         return LZMA_BUF_ERROR;
     return lr == LZMA_OK ? LZMA_BUF_ERROR : lr;
 }
 
-/* Version 8: R's part inflated whole, on to the next one's stream, once the part's
+/* Version 8 and 9: R's part inflated whole, on to the next one's stream, once the part's
  * stream ended where its size says (else R->zret says why not). */
 static void
 next_part(rbuf_t *r)
@@ -42,8 +42,7 @@ next_part(rbuf_t *r)
     r->part++;
     r->later -= p->raw;
     r->left = p->raw;
-    r->zret = desc_unpack_init(r->z, p->raw, QP_FORMAT_VERSION) < 0 ? LZMA_MEM_ERROR
-                                                                    : LZMA_OK;
+    r->zret = desc_unpack_init(r->z, p->raw, r->z->version) < 0 ? LZMA_MEM_ERROR : LZMA_OK;
     r->z->next_in = r->buf + p->zoff;
     r->z->avail_in = p->z;
 }
@@ -61,7 +60,7 @@ refill(rbuf_t *r)
     r->z->next_out = r->win;
     r->z->avail_out = want;
     while (r->z->avail_out > 0 && r->zret == LZMA_OK) {
-        r->zret = lzma_code(r->z, LZMA_FINISH);
+        r->zret = desc_unpack(r->z);
         if (r->zret == LZMA_OK && r->z->avail_in == 0 && r->z->avail_out > 0)
             r->zret = LZMA_BUF_ERROR; /* the input ended inside the stream */
     }
@@ -316,7 +315,8 @@ check_index_size(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
     uint64_t least = 1 + (uint64_t)h->nprocs * 2 + (v7 ? 1 : h->ncalls) + h->strtab_size;
     uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK + 20)
         + MAX_CHUNK + 20 + (uint64_t)h->ncalls * (MAX_CALL + 16 + 5) + h->strtab_size;
-    /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte;
+    /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte (zstd
+     * under 32768: 128 KiB from a 4-byte RLE block);
      * version 7's call sites are records of the chunks (the reader allocates by their
      * count before it reads them: a changed count asked for 34 GB). */
     uint64_t records = (uint64_t)h->nblocks + h->nedges + (v7 ? h->ncalls : 0);
@@ -394,7 +394,7 @@ desc_finish_stream(
 }
 
 /*
- * Version 8's parts' table after the header H of BUF (LEN bytes), read into P (N entries)
+ * Version 8 and 9's parts' table after the header H of BUF (LEN bytes), read into P (N entries)
  * or, P NULL, only checked: every part of at least a byte each way, their bytes body_size
  * in all, their streams inside BUF. 0 when it holds, else 1.
  */
@@ -406,7 +406,8 @@ parts_read(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, desc_part_t *
     uint64_t raw = 0, zoff;
     *n = desc_get_max(&b, h->body_size);
     /* A part takes two bytes of the table and five of its stream at least (an LZMA2
-     * chunk's control byte and size, a byte, the end mark): no count BUF cannot hold. */
+     * chunk's control byte and size, a byte, the end mark; a zstd frame's magic number
+     * alone takes four, its block header three): no count BUF cannot hold. */
     if (b.bad || *n == 0 || *n > (len - sizeof(*h)) / 7)
         return 1;
     for (uint64_t i = 0; i < *n && !b.bad; i++) {
@@ -438,7 +439,7 @@ parts_read(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, desc_part_t *
 }
 
 /*
- * Version 8: the parts' table after the header H of BUF (LEN bytes) into *PARTS
+ * Version 8 and 9: the parts' table after the header H of BUF (LEN bytes) into *PARTS
  * (malloc'd, *NPARTS of them), checked first (parts_read) so that a table the file
  * does not hold costs no memory.
  */
@@ -465,15 +466,90 @@ desc_get_parts(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h,
     return 0;
 }
 
-/* A raw LZMA2 decoder for a stream of N bytes (qp_format.h: its dictionary). */
+/* Z ready for the next piece, of N bytes decompressed, of a description of VERSION
+ * (qp_format.h: raw LZMA2 with the dictionary of its size, or a zstd frame). */
 int
-desc_unpack_init(lzma_stream *z, uint64_t n, uint32_t version)
+desc_unpack_init(desc_stream_t *z, uint64_t n, uint32_t version)
 {
-    lzma_options_lzma o;
-    QP_CHECK(desc_lzma_options(6, &o));
-    o.dict_size = version == QP_FORMAT_V5 ? LZMA_DICT_MAX : desc_dict_for(n);
-    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
-    return lzma_raw_decoder(z, f) == LZMA_OK ? 0 : QP_ENOMEM;
+    z->version = version;
+    z->total_in = 0;
+    z->ended = 0;
+    if (version < QP_FORMAT_V9) {
+        lzma_options_lzma o;
+        QP_CHECK(desc_lzma_options(6, &o));
+        o.dict_size = version == QP_FORMAT_V5 ? LZMA_DICT_MAX : desc_dict_for(n);
+        lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+        return lzma_raw_decoder(&z->lz, f) == LZMA_OK ? 0 : QP_ENOMEM;
+    }
+    if (z->zs == NULL) {
+        if ((z->zs = ZSTD_createDCtx()) == NULL
+            || ZSTD_isError(ZSTD_DCtx_setParameter(z->zs, ZSTD_d_windowLogMax,
+                ZSTD_WINDOW_LOG)))
+            return QP_ENOMEM;
+    }
+    return ZSTD_isError(ZSTD_DCtx_reset(z->zs, ZSTD_reset_session_only)) ? QP_ENOMEM : 0;
+}
+
+/* Version 9: Z's frame inflated as lzma_code does with LZMA_FINISH: until its output is
+ * full, its input used up or the frame's end. A piece is one frame with its size (no
+ * skippable frame, nothing after it: that is left unread). */
+static lzma_ret
+unpack_zstd(desc_stream_t *z)
+{
+    if (z->ended)
+        return LZMA_STREAM_END;
+    if (z->total_in == 0 && z->avail_in >= 4
+        && (z->next_in[0] | z->next_in[1] << 8 | z->next_in[2] << 16
+               | (uint32_t)z->next_in[3] << 24) != ZSTD_MAGICNUMBER)
+        return LZMA_DATA_ERROR;
+    for (int moved = 0;; moved = 1) {
+        ZSTD_inBuffer in = { z->next_in, z->avail_in, 0 };
+        ZSTD_outBuffer out = { z->next_out, z->avail_out, 0 };
+        size_t r = ZSTD_decompressStream(z->zs, &out, &in);
+        z->next_in += in.pos;
+        z->avail_in -= in.pos;
+        z->total_in += in.pos;
+        z->next_out += out.pos;
+        z->avail_out -= out.pos;
+        if (ZSTD_isError(r))
+            return ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation ? LZMA_MEM_ERROR
+                                                                        : LZMA_DATA_ERROR;
+        if (r == 0) {
+            z->ended = 1;
+            return LZMA_STREAM_END;
+        }
+        if (in.pos == 0 && out.pos == 0)
+            return moved ? LZMA_OK : LZMA_BUF_ERROR; /* no progress: more input needed */
+        if (z->avail_out == 0)
+            return LZMA_OK;
+    }
+}
+
+/* Inflate Z's piece into its output (lzma_code with LZMA_FINISH, whatever the kind). */
+lzma_ret
+desc_unpack(desc_stream_t *z)
+{
+    if (z->version >= QP_FORMAT_V9)
+        return unpack_zstd(z);
+    z->lz.next_in = z->next_in;
+    z->lz.avail_in = z->avail_in;
+    z->lz.next_out = z->next_out;
+    z->lz.avail_out = z->avail_out;
+    lzma_ret lr = lzma_code(&z->lz, LZMA_FINISH);
+    z->next_in = z->lz.next_in;
+    z->avail_in = z->lz.avail_in;
+    z->next_out = z->lz.next_out;
+    z->avail_out = z->lz.avail_out;
+    z->total_in = z->lz.total_in;
+    return lr;
+}
+
+void
+desc_unpack_end(desc_stream_t *z)
+{
+    lzma_end(&z->lz);
+    ZSTD_freeDCtx(z->zs);
+    z->zs = NULL;
 }
 
 /*
@@ -485,13 +561,13 @@ int
 desc_parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
          size_t *end, char *why, size_t whylen)
 {
-    lzma_stream z = LZMA_STREAM_INIT;
+    desc_stream_t z = DESC_STREAM_INIT;
     size_t win = h->body_size < WINDOW ? h->body_size + 1 : WINDOW;
     rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h->body_size, LZMA_OK, NULL, 0, 0,
         0, NULL };
     if (b.win == NULL || desc_unpack_init(&z, h->body_size, h->version) < 0) {
         free(b.win);
-        lzma_end(&z);
+        desc_unpack_end(&z);
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
@@ -500,7 +576,7 @@ desc_parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t 
     char rwhy[512] = "";
     int rrc = decode_body(&b, out, rwhy, sizeof(rwhy));
     int rc = desc_finish_stream(&b, h, end, why, whylen);
-    lzma_end(&z);
+    desc_unpack_end(&z);
     free(b.win);
     if (rc == 0 && rrc < 0) {
         qp_why(why, whylen, "%s", rwhy);

@@ -657,7 +657,7 @@ desc_lzma_options(uint32_t preset, lzma_options_lzma *o)
 
 /* Append the raw LZMA2 stream of IN (N bytes) to W; *ZLEN gets its size. */
 static int
-pack(const uint8_t *in, size_t n, uint32_t preset, wb_t *w, size_t *zlen)
+pack_lzma(const uint8_t *in, size_t n, uint32_t preset, wb_t *w, size_t *zlen)
 {
     lzma_options_lzma o;
     QP_CHECK(desc_lzma_options(preset, &o));
@@ -674,6 +674,49 @@ pack(const uint8_t *in, size_t n, uint32_t preset, wb_t *w, size_t *zlen)
     w->len = pos;
     *zlen = pos - start;
     return 0;
+}
+
+/* How the pieces (index parts, chunks) of a version 8 or 9 description are compressed:
+ * VERSION's way, LEVEL an LZMA preset (8) or a zstd level (9, at most 19: a window of
+ * at most 2^ZSTD_WINDOW_LOG bytes), and per worker its zstd context, kept between
+ * pieces (a context per piece cost chromium's 13,700 chunks an allocation each). */
+typedef struct packer {
+    uint32_t version;
+    int level;
+    ZSTD_CCtx *cz[QP_MAX_THREADS];
+} packer_t;
+
+_Static_assert(ZSTD_LEVEL_SMALL <= 19 && ZSTD_LEVEL_BIG <= 19, "zstd window");
+
+/* Append the zstd frame of IN (N bytes) at P's level, made with WORKER's context, to W;
+ * *ZLEN gets its size. The frame depends on the bytes and the level only. */
+static int
+pack_zstd(const uint8_t *in, size_t n, packer_t *p, unsigned worker, wb_t *w, size_t *zlen)
+{
+    ZSTD_CCtx **cz = &p->cz[worker];
+    if (*cz == NULL && (*cz = ZSTD_createCCtx()) == NULL)
+        return QP_ENOMEM;
+    size_t cap = ZSTD_compressBound(n), start = w->len;
+    wb_put(w, NULL, cap);
+    if (w->err)
+        return QP_ENOMEM;
+    size_t z = ZSTD_isError(ZSTD_CCtx_setParameter(*cz, ZSTD_c_compressionLevel, p->level))
+        ? (size_t)-1
+        : ZSTD_compress2(*cz, w->p + start, cap, in, n);
+    if (ZSTD_isError(z))
+        return ZSTD_getErrorCode(z) == ZSTD_error_memory_allocation ? QP_ENOMEM : QP_ERANGE;
+    w->len = start + z;
+    *zlen = z;
+    return 0;
+}
+
+/* A piece of IN (N bytes) compressed as P says, on WORKER, appended to W (*ZLEN bytes). */
+static int
+pack(const uint8_t *in, size_t n, packer_t *p, unsigned worker, wb_t *w, size_t *zlen)
+{
+    if (p->version >= QP_FORMAT_V9)
+        return pack_zstd(in, n, p, worker, w, zlen);
+    return pack_lzma(in, n, (uint32_t)p->level, w, zlen);
 }
 
 /* Version 8's index parts (qp_format.h): its head and its strings cut into pieces of at
@@ -698,7 +741,7 @@ typedef struct pack_job {
     const qp_desc_t *d;          /* the description */
     const qp_desc_keys_t *keys;  /* its key call sites (version 7 and later), or NULL */
     chunk_plan_t *c;             /* the chunks (their ranges found with their records) */
-    uint32_t preset;             /* the LZMA preset of every chunk and part */
+    packer_t *how;               /* how every chunk and part is compressed */
     wb_t *recs;                  /* chunk k's records */
     size_t *raw, *cb;            /* ... their bytes, and those of call sites */
     uint8_t **out;               /* chunk k's stream (or NULL until packed) */
@@ -720,12 +763,14 @@ encode_one(void *arg, unsigned worker, size_t k)
     return j->recs[k].err ? QP_ENOMEM : 0;
 }
 
-/* The stream of N bytes at IN with PRESET into *OUT (malloc'd, *ZLEN bytes). */
+/* The piece of N bytes at IN compressed as HOW says on WORKER into *OUT (malloc'd, *ZLEN
+ * bytes). */
 static int
-pack_alone(const uint8_t *in, size_t n, uint32_t preset, uint8_t **out, size_t *zlen)
+pack_alone(const uint8_t *in, size_t n, packer_t *how, unsigned worker, uint8_t **out,
+    size_t *zlen)
 {
     wb_t w = { 0 };
-    int rc = pack(in, n, preset, &w, zlen);
+    int rc = pack(in, n, how, worker, &w, zlen);
     if (rc < 0) {
         free(w.p);
         return rc;
@@ -739,38 +784,50 @@ pack_alone(const uint8_t *in, size_t n, uint32_t preset, uint8_t **out, size_t *
 static int
 pack_one(void *arg, unsigned worker, size_t k)
 {
-    (void)worker;
     pack_job_t *j = arg;
     if (k < j->nparts) {
         index_part_t *x = &j->parts[k];
-        return pack_alone(x->p, x->n, j->preset, &x->out, &x->z);
+        return pack_alone(x->p, x->n, j->how, worker, &x->out, &x->z);
     }
     k -= j->nparts;
-    int rc = pack_alone(j->recs[k].p, j->recs[k].len, j->preset, &j->out[k], &j->zlen[k]);
+    int rc = pack_alone(j->recs[k].p, j->recs[k].len, j->how, worker, &j->out[k],
+        &j->zlen[k]);
     free(j->recs[k].p);
     j->recs[k].p = NULL;
     return rc;
 }
 
+/* The level of a description of VERSION whose pieces take TOTAL bytes: LZMA's preset 6
+ * or zstd's ZSTD_LEVEL_SMALL when they take at most LZMA_SMALL, else preset 1 or
+ * ZSTD_LEVEL_BIG. */
+static int
+pick_level(uint32_t version, size_t total)
+{
+    int small = total <= LZMA_SMALL;
+    if (version < QP_FORMAT_V9)
+        return small ? 6 : 1;
+    return small ? ZSTD_LEVEL_SMALL : ZSTD_LEVEL_BIG;
+}
+
 /* D's chunks: their records (chunk k's RAW[k] bytes, CB[k] of them call sites), encoded,
  * then compressed, on THREADS threads into Z (ZLEN[k] bytes each, in chunk order
- * whatever the threads), with the NPARTS index PARTS. The preset: 6 when the chunks'
- * records and the EXTRA bytes of the index take at most LZMA_SMALL, else 1 (*PRESET). */
+ * whatever the threads), with the NPARTS index PARTS, as HOW says (its level set here:
+ * pick_level of the chunks' records and the EXTRA bytes of the index). */
 static int
 pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, chunk_plan_t *c,
     uint32_t nc, unsigned threads, size_t *raw, size_t *cb, size_t *zlen, wb_t *z,
-    index_part_t *parts, size_t nparts, size_t extra, uint32_t *preset)
+    index_part_t *parts, size_t nparts, size_t extra, packer_t *how)
 {
     wb_t *recs = calloc((size_t)nc + 1, sizeof(wb_t));
     uint8_t **out = calloc((size_t)nc + 1, sizeof(uint8_t *));
-    pack_job_t job = { d, keys, c, 0, recs, raw, cb, out, zlen, parts, nparts };
+    pack_job_t job = { d, keys, c, how, recs, raw, cb, out, zlen, parts, nparts };
     int rc = recs == NULL || out == NULL ? QP_ENOMEM : 0;
     if (rc == 0)
         rc = qp_parallel_for(threads, nc, 4, encode_one, &job, NULL);
     size_t total = extra;
     for (uint32_t k = 0; k < nc && rc == 0; k++)
         total += raw[k];
-    job.preset = *preset = total <= LZMA_SMALL ? 6 : 1;
+    how->level = pick_level(how->version, total);
     if (rc == 0)
         rc = qp_parallel_for(threads, nparts + nc, 4, pack_one, &job, NULL);
     for (uint32_t k = 0; k < nc && out != NULL; k++) {
@@ -876,9 +933,9 @@ part_in_order(
 }
 
 /*
- * Versions 6 to 8 (qp_format.h) of D into OUT, the chunks compressed on THREADS
- * threads. Version 8's index parts are compressed with them, but for the chunks' table
- * (their sizes), packed after; 6 and 7 compress the index whole after the chunks.
+ * Versions 6 to 9 (qp_format.h) of D into OUT, the chunks compressed on THREADS
+ * threads. Version 8 and 9's index parts are compressed with them, but for the chunks'
+ * table (their sizes), packed after; 6 and 7 compress the index whole after the chunks.
  */
 static int
 encode_chunked(const qp_desc_t *d, uint32_t version, unsigned threads, wb_t *out)
@@ -890,13 +947,14 @@ encode_chunked(const qp_desc_t *d, uint32_t version, unsigned threads, wb_t *out
     size_t *raw = calloc(nc, sizeof(size_t)), *zlen = calloc(nc, sizeof(size_t));
     size_t *cb = calloc(nc, sizeof(size_t));
     wb_t chunks = { 0 }, index = { 0 }, table = { 0 };
-    int v8 = version >= QP_FORMAT_VERSION;
+    int v8 = version >= QP_FORMAT_V8; /* or 9 */
+    packer_t how = { .version = version };
     int rc = raw == NULL || zlen == NULL || cb == NULL ? QP_ENOMEM : 0;
     if (rc == 0 && version >= QP_FORMAT_V7)
         rc = desc_keys_from_calls(d, &keys);
     if (rc == 0)
         rc = encode_index_head(d, keys, nc, &index);
-    /* Version 8: the head's NHEAD parts and the strings', packed on the pool; the
+    /* Version 8 and 9: the head's NHEAD parts and the strings', packed on the pool; the
      * chunks' table, a part between them, after. */
     size_t nparts = 0, nhead = 0, strtab = d->hdr.strtab_size;
     index_part_t *parts = NULL, tpart = { 0 };
@@ -909,10 +967,9 @@ encode_chunked(const qp_desc_t *d, uint32_t version, unsigned threads, wb_t *out
         nhead = nparts;
         cut_parts((const uint8_t *)d->strtab, strtab, parts, &nparts);
     }
-    uint32_t preset = 1;
     if (rc == 0)
         rc = pack_chunks(d, keys, c, nc, threads, raw, cb, zlen, &chunks, parts, nparts,
-            v8 ? index.len + strtab : 0, &preset);
+            v8 ? index.len + strtab : 0, &how);
     if (rc == 0)
         encode_chunk_table(keys, c, nc, raw, zlen, cb, v8 ? &table : &index);
     size_t body = index.len + (v8 ? table.len + strtab : 0);
@@ -924,7 +981,7 @@ encode_chunked(const qp_desc_t *d, uint32_t version, unsigned threads, wb_t *out
         rc = QP_ERANGE;
     put_header(d, version, v8 ? body : index.len, out);
     if (rc == 0 && v8) {
-        rc = pack_alone(table.p, table.len, preset, &tpart.out, &tpart.z);
+        rc = pack_alone(table.p, table.len, &how, 0, &tpart.out, &tpart.z);
         tpart.n = table.len;
         wb_uleb(out, nparts + 1);
         for (size_t i = 0; i <= nparts; i++) {
@@ -938,7 +995,7 @@ encode_chunked(const qp_desc_t *d, uint32_t version, unsigned threads, wb_t *out
         }
     } else if (rc == 0) {
         size_t zindex = 0;
-        rc = pack(index.p, index.len, index.len + chunks.len <= LZMA_SMALL ? 6 : 1, out,
+        rc = pack_lzma(index.p, index.len, index.len + chunks.len <= LZMA_SMALL ? 6 : 1, out,
             &zindex);
     }
     if (rc == 0)
@@ -947,6 +1004,8 @@ encode_chunked(const qp_desc_t *d, uint32_t version, unsigned threads, wb_t *out
         rc = QP_ENOMEM;
     for (size_t i = 0; i < nparts; i++)
         free(parts[i].out);
+    for (unsigned i = 0; i < QP_MAX_THREADS; i++)
+        ZSTD_freeCCtx(how.cz[i]);
     free(parts);
     free(tpart.out);
     desc_keys_free(keys);

@@ -2,11 +2,13 @@
 # Copyright 2026 the qpt authors
 # SPDX-License-Identifier: MIT
 """desc-inflate.py DESC: a description (.qpt.desc) with its body decompressed, on
-stdout: the 64-byte header, then the raw body (version 8: its index's parts one after
-another; earlier versions: the one stream after the header). A seed for make fuzz
+stdout: the 64-byte header, then the raw body (versions 8 and 9: its index's parts one after
+another, version 9's zstd frames by the zstd command; earlier versions: the one stream
+after the header). A seed for make fuzz
 (tests/fuzz_desc.c reads its input both ways)."""
 import lzma
 import struct
+import subprocess
 import sys
 
 FILTERS = [{"id": lzma.FILTER_LZMA2, "dict_size": 8 << 20, "lc": 1, "lp": 0, "pb": 0}]
@@ -35,7 +37,11 @@ def inflate(d):
         sizes.append(z)
     out = b""
     for z in sizes:
-        out += lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=FILTERS).decompress(d[p:p + z])
+        if version >= 9:
+            out += subprocess.run(["zstd", "-dc"], input=d[p:p + z], stdout=subprocess.PIPE,
+                                  check=True).stdout
+        else:
+            out += lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=FILTERS).decompress(d[p:p + z])
         p += z
     return out
 

@@ -58,7 +58,7 @@ for a in libqparch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a libqprepor
 done
 LF=(-g -O1 -fsanitize=fuzzer,address,undefined -Isrc)
 SRC=$PWD/src
-CORE=(libqpcfg.a libqparch.a -lbfd -llzma -lZydis -lz)
+CORE=(libqpcfg.a libqparch.a -lbfd -llzma -lzstd -lZydis -lz)
 clang "${LF[@]}" "$SRC/tests/fuzz_reader.c" "$SRC/tests/fuzz_util.c" "${CORE[@]}" -o fuzz_reader &&
     clang "${LF[@]}" "$SRC/tests/fuzz_rewrite.c" "$SRC/tests/fuzz_util.c" libqpelfw.a \
         libqpdriver.a libqpedit.a "${CORE[@]}" -lelf -o fuzz_rewrite &&

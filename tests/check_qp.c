@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <lzma.h>
+#include <zstd.h>
 
 #include "driver/driver.h"
 #include "base/qp_desc.h"
@@ -212,13 +213,14 @@ START_TEST(test_qp_desc_strings)
 }
 END_TEST
 
+/* Versions 8 (LZMA2) and 9 (zstd, written since): each cut short is refused. */
 START_TEST(test_qp_desc_truncated_at_every_length)
 {
     qp_desc_t d, back;
     sample_desc(&d);
     uint8_t *buf;
     size_t len;
-    ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
+    ck_assert_int_eq(qp_desc_encode_version(&d, (uint32_t)_i, &buf, &len), 0);
     for (size_t n = 0; n < len; n++) {
         /* A copy of exactly N bytes, so that a read past them is caught by ASan. */
         uint8_t *cut = malloc(n ? n : 1);
@@ -234,13 +236,14 @@ START_TEST(test_qp_desc_truncated_at_every_length)
 }
 END_TEST
 
+/* Versions 8 and 9: any byte changed is refused. */
 START_TEST(test_qp_desc_every_byte_changed)
 {
     qp_desc_t d, back;
     sample_desc(&d);
     uint8_t *buf;
     size_t len;
-    ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
+    ck_assert_int_eq(qp_desc_encode_version(&d, (uint32_t)_i, &buf, &len), 0);
     /* FNV-1a steps are bijective: any one changed byte changes the hash. */
     for (size_t i = 0; i < len; i++) {
         for (int bit = 0; bit < 8; bit += 7) {
@@ -458,14 +461,15 @@ START_TEST(test_qp_desc_random_rehashed_garbage)
 }
 END_TEST
 
-/* Versions 5 to 7 (the rewriters before) are still read, 8 is written: each one gives
+/* Versions 5 to 8 (the rewriters before) are still read, 9 is written: each one gives
  * back the same description whole, and the same key call sites read lazily (versions
- * 7 and 8 keep only those, the other sites in the chunks). many_desc's sites call a
+ * 7 to 9 keep only those, the other sites in the chunks); so versions 8 (LZMA2) and 9
+ * (zstd) of one description decode to the same records. many_desc's sites call a
  * procedure that counts its own entry (not key sites); every third one here calls none (a
  * key site). */
 static void many_desc(qp_desc_t *d, uint32_t np);
 
-START_TEST(test_qp_desc_formats_5_to_8)
+START_TEST(test_qp_desc_formats_5_to_9)
 {
     qp_desc_t d;
     many_desc(&d, 3000);
@@ -478,8 +482,10 @@ START_TEST(test_qp_desc_formats_5_to_8)
     const qp_desc_keys_t *want = qp_desc_keys(&d);
     ck_assert_ptr_nonnull(want);
     ck_assert(want->n > 0 && want->n < d.hdr.ncalls);
-    uint32_t versions[] = { QP_FORMAT_V5, QP_FORMAT_V6, QP_FORMAT_V7, QP_FORMAT_VERSION };
-    for (int v = 0; v < 4; v++) {
+    uint32_t versions[] = { QP_FORMAT_V5, QP_FORMAT_V6, QP_FORMAT_V7, QP_FORMAT_V8,
+        QP_FORMAT_V9 };
+    ck_assert_uint_eq(QP_FORMAT_VERSION, QP_FORMAT_V9);
+    for (int v = 0; v < 5; v++) {
         uint8_t *buf;
         size_t len;
         ck_assert_int_eq(qp_desc_encode_version(&d, versions[v], &buf, &len), 0);
@@ -575,11 +581,20 @@ index_parts(const uint8_t *buf, uint32_t *raw, uint32_t *z, uint32_t max, size_t
 }
 
 /* The stream at IN (at most N bytes) decompressed whole into OUT (CAP bytes), as the
- * writer packs each part (raw LZMA2, lc 1, lp 0, pb 0, a dictionary of its size): its
- * bytes; *USED, the stream's. */
+ * writer of VERSION packs each part (8: raw LZMA2, lc 1, lp 0, pb 0, a dictionary of its
+ * size; 9: one zstd frame that gives its size): its bytes; *USED, the stream's. */
 static size_t
-unpack_part(const uint8_t *in, size_t n, uint8_t *out, size_t cap, size_t *used)
+unpack_part(uint32_t version, const uint8_t *in, size_t n, uint8_t *out, size_t cap,
+    size_t *used)
 {
+    if (version >= QP_FORMAT_V9) {
+        ck_assert_uint_eq(ZSTD_getFrameContentSize(in, n), cap);
+        *used = ZSTD_findFrameCompressedSize(in, n);
+        ck_assert(!ZSTD_isError(*used));
+        size_t got = ZSTD_decompress(out, cap, in, *used);
+        ck_assert(!ZSTD_isError(got));
+        return got;
+    }
     lzma_options_lzma o;
     ck_assert(!lzma_lzma_preset(&o, 6));
     o.lc = 1;
@@ -594,7 +609,7 @@ unpack_part(const uint8_t *in, size_t n, uint8_t *out, size_t cap, size_t *used)
     return got;
 }
 
-/* Version 8's index is cut into parts compressed apart on the pool (its head and
+/* Version 8 and 9's index is cut into parts compressed apart on the pool (its head and
  * strings of more than 256 KiB: several parts each), the bytes the same on 1 and 3
  * threads; the parts decompressed one after another are version 7's index, byte for
  * byte, and it reads back. Fails when a part's stream depends on the thread that packed
@@ -619,32 +634,43 @@ START_TEST(test_qp_desc_index_parts)
     ck_assert_int_eq(qp_desc_encode_version(&d, QP_FORMAT_V7, &v7, &len7), 0);
     const qp_desc_hdr_t *h7 = (const qp_desc_hdr_t *)v7;
     uint32_t body = h7->body_size;
-    uint8_t *want = malloc(body), *got = malloc(body);
+    /* Version 9's chunks' table (a part between the head's and the strings') gives its
+     * zstd frames' sizes, not LZMA2's: only its head and strings are version 7's. */
+    uint32_t strtab = d.hdr.strtab_size, nstr = (strtab + (256u << 10) - 1) / (256u << 10);
+    uint8_t *want = malloc(body), *got = malloc(2 * (size_t)body);
     ck_assert(want != NULL && got != NULL);
     size_t used = 0;
-    ck_assert_uint_eq(
-        unpack_part(v7 + sizeof(*h7), len7 - sizeof(*h7), want, body, &used), body);
+    ck_assert_uint_eq(unpack_part(QP_FORMAT_V7, v7 + sizeof(*h7), len7 - sizeof(*h7), want,
+                          body, &used),
+        body);
+    uint32_t version = (uint32_t)_i;
     for (unsigned t = 1; t <= 3; t += 2) {
         uint8_t *buf;
         size_t len;
-        ck_assert_int_eq(qp_desc_serialize_threads(&d, t, &buf, &len), 0);
+        ck_assert_int_eq(qp_desc_encode_threads(&d, version, t, &buf, &len), 0);
         const qp_desc_hdr_t *h = (const qp_desc_hdr_t *)buf;
-        ck_assert_uint_eq(h->version, QP_FORMAT_VERSION);
-        ck_assert_uint_eq(h->body_size, body);
+        ck_assert_uint_eq(h->version, version);
+        if (version == QP_FORMAT_V8)
+            ck_assert_uint_eq(h->body_size, body);
         uint32_t raw[64], z[64];
-        size_t at = 0, off = 0;
+        size_t at = 0, off = 0, head = 0;
         uint32_t n = index_parts(buf, raw, z, 64, &at);
         ck_assert_uint_ge(n, 5); /* the head's, the table's, three of strings */
         for (uint32_t i = 0; i < n; i++) {
-            ck_assert_uint_le(off + raw[i], body);
+            ck_assert_uint_le(off + raw[i], 2 * (size_t)body);
+            if (i < n - nstr - 1)
+                head += raw[i];
             ck_assert_uint_eq(
-                unpack_part(buf + at, z[i], got + off, raw[i], &used), raw[i]);
+                unpack_part(version, buf + at, z[i], got + off, raw[i], &used), raw[i]);
             ck_assert_uint_eq(used, z[i]);
             at += z[i];
             off += raw[i];
         }
-        ck_assert_uint_eq(off, body);
-        ck_assert_msg(memcmp(got, want, body) == 0, "%u threads: another index", t);
+        ck_assert_uint_eq(off, h->body_size);
+        ck_assert_msg(memcmp(got, want, head) == 0
+                && memcmp(got + off - strtab, want + body - strtab, strtab) == 0
+                && (version > QP_FORMAT_V8 || memcmp(got, want, body) == 0),
+            "%u threads: another index", t);
         if (one == NULL) {
             one = buf;
             len1 = len;
@@ -722,15 +748,16 @@ START_TEST(test_qp_desc_reads_version_7_file)
 }
 END_TEST
 
-/* Version 8's parts' table is checked against the index's size and the bytes: no parts,
- * a part's sizes changed either way, each refused (the id made right). Fails when a
- * table that does not fit is read past, or a part's unread bytes are taken. */
+/* Version 8 and 9's parts' table is checked against the index's size and the bytes: no
+ * parts, a part's sizes changed either way, each refused (the id made right). Fails when
+ * a table that does not fit is read past, or a part's unread bytes are taken. */
 START_TEST(test_qp_desc_index_parts_checked)
 {
     qp_desc_t d, back;
     sample_desc(&d);
     size_t len;
-    uint8_t *good = raw_serialize(&d, &len);
+    uint8_t *good = NULL;
+    ck_assert_int_eq(qp_desc_encode_version(&d, (uint32_t)_i, &good, &len), 0);
     uint32_t raw[64], z[64];
     size_t at = 0;
     ck_assert_uint_eq(index_parts(good, raw, z, 64, &at), 3); /* head, table, strings */
@@ -760,6 +787,21 @@ START_TEST(test_qp_desc_index_parts_checked)
         ck_assert_msg(qp_desc_parse(b, len, &back, why, sizeof(why)) == QP_EFORMAT,
             "change %zu read", k);
         ck_assert_msg(strstr(why, bad[k].why) != NULL, "change %zu: %s", k, why);
+        free(b);
+    }
+    /* Version 9: a part that is not a zstd frame (its magic number changed, the frame
+     * intact) is refused as the stream it is not. */
+    if (_i == QP_FORMAT_V9) {
+        uint8_t *b = malloc(len);
+        ck_assert_ptr_nonnull(b);
+        memcpy(b, good, len);
+        ck_assert_uint_eq(b[at] | b[at + 1] << 8 | b[at + 2] << 16 | (uint32_t)b[at + 3] << 24,
+            ZSTD_MAGICNUMBER);
+        b[at] ^= 1;
+        rehash(b, len);
+        char why[256] = "";
+        ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
+        ck_assert_msg(strstr(why, "bad stream") != NULL, "%s", why);
         free(b);
     }
     ck_assert_int_eq(qp_desc_parse(good, len, &back, NULL, 0), 0);
@@ -842,7 +884,7 @@ START_TEST(test_qp_desc_versions_and_sizes)
     rehash(b, len);
     ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
     ck_assert_msg(
-        strstr(why, "newer") != NULL && strstr(why, "reads versions 5 to 8") != NULL,
+        strstr(why, "newer") != NULL && strstr(why, "reads versions 5 to 9") != NULL,
         "%s", why);
     v = QP_FORMAT_VERSION;
     memcpy(b + 8, &v, 4);
@@ -2784,16 +2826,16 @@ qp_suite(void)
     TCase *tc = tcase_create("desc");
     tcase_add_test(tc, test_qp_desc_round_trip);
     tcase_add_test(tc, test_qp_desc_strings);
-    tcase_add_test(tc, test_qp_desc_truncated_at_every_length);
-    tcase_add_test(tc, test_qp_desc_every_byte_changed);
+    tcase_add_loop_test(tc, test_qp_desc_truncated_at_every_length, QP_FORMAT_V8, QP_FORMAT_V9 + 1);
+    tcase_add_loop_test(tc, test_qp_desc_every_byte_changed, QP_FORMAT_V8, QP_FORMAT_V9 + 1);
     tcase_add_test(tc, test_qp_desc_header_counts_bounded);
     tcase_add_test(tc, test_qp_desc_validation_rules);
     tcase_add_test(tc, test_qp_desc_random_rehashed_garbage);
     tcase_add_test(tc, test_qp_desc_versions_and_sizes);
-    tcase_add_test(tc, test_qp_desc_formats_5_to_8);
+    tcase_add_test(tc, test_qp_desc_formats_5_to_9);
     tcase_add_test(tc, test_qp_desc_threads_same_bytes);
-    tcase_add_test(tc, test_qp_desc_index_parts);
-    tcase_add_test(tc, test_qp_desc_index_parts_checked);
+    tcase_add_loop_test(tc, test_qp_desc_index_parts, QP_FORMAT_V8, QP_FORMAT_V9 + 1);
+    tcase_add_loop_test(tc, test_qp_desc_index_parts_checked, QP_FORMAT_V8, QP_FORMAT_V9 + 1);
     tcase_add_test(tc, test_qp_desc_parts_table_costs_nothing);
     tcase_add_test(tc, test_qp_desc_reads_version_7_file);
     tcase_add_test(tc, test_drv_entries);

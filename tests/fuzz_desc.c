@@ -5,8 +5,8 @@
  * A fuzz target for the description parser (base/qp_desc.c). The input bytes are
  * parsed three ways: as a .qpt.desc section, as qp finds it in an instrumented file (anyone
  * may hand qp a file), and twice as a header followed by the decompressed body, which the
- * target compresses (as version 7, and as version 8 in two parts) and signs with its id (else a mutation would rarely get past the
- * LZMA2 stream and the id to the record decoder and the validation). parse must refuse or
+ * target compresses (as version 7, and as versions 8 and 9 in two parts) and signs with its id (else a mutation would rarely get past the
+ * LZMA2 stream or zstd frame and the id to the record decoder and the validation). parse must refuse or
  * accept without a crash, hang, leak or sanitizer report; what it accepts must
  * serialize again into bytes that parse to the same description and be safe to solve
  * per procedure.
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <lzma.h>
+#include <zstd.h>
 
 #include "base/qp_desc.h"
 #include "report/qp_flow.h"
@@ -73,12 +74,17 @@ parse_one(const uint8_t *data, size_t size)
     qp_desc_free(&d);
 }
 
-/* N bytes at IN as a raw LZMA2 stream (qp_format.h: lc 1, lp 0, pb 0, preset 0's
- * dictionary: no match reaches further back than the decoder's, the body's size) at OUT
- * (CAP bytes): its bytes, 0 when it did not fit. */
+/* N bytes at IN as VERSION packs them at OUT (CAP bytes): its bytes, 0 when it did not
+ * fit. Before 9, a raw LZMA2 stream (qp_format.h: lc 1, lp 0, pb 0, preset 0's
+ * dictionary: no match reaches further back than the decoder's, the body's size); 9, a
+ * zstd frame of level 1. */
 static size_t
-pack_raw(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
+pack_raw(uint32_t version, const uint8_t *in, size_t n, uint8_t *out, size_t cap)
 {
+    if (version >= QP_FORMAT_V9) {
+        size_t z = ZSTD_compress(out, cap, in, n, 1);
+        return ZSTD_isError(z) ? 0 : z;
+    }
     lzma_options_lzma o;
     if (lzma_lzma_preset(&o, 0))
         abort();
@@ -104,7 +110,7 @@ put_uleb(uint8_t *p, uint64_t v)
 
 /* DATA as a header and a decompressed body (VERSION 7 or later: the index; the chunks it
  * names are missing, so mutations reach the index's decoder and checks): compressed,
- * version 8's in two parts cut at the middle (each a stream of its own, the parts' table
+ * version 8 and 9's in two parts cut at the middle (each a stream of its own, the parts' table
  * before them), its size and id made right. */
 static void
 parse_inflated(const uint8_t *data, size_t size, uint32_t version)
@@ -122,9 +128,9 @@ parse_inflated(const uint8_t *data, size_t size, uint32_t version)
     memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
     h.version = version;
     h.body_size = (uint32_t)n;
-    size_t z1 = pack_raw(data + hs, cut, b + at, cap), z2 = 0;
+    size_t z1 = pack_raw(version, data + hs, cut, b + at, cap), z2 = 0;
     if (z1 > 0 && cut < n)
-        z2 = pack_raw(data + hs + cut, n - cut, b + at + z1, cap - z1);
+        z2 = pack_raw(version, data + hs + cut, n - cut, b + at + z1, cap - z1);
     if (z1 > 0 && (cut == n || z2 > 0)) {
         size_t t
             = hs; /* version 8: the parts' table between the header and the streams */
@@ -149,6 +155,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     parse_one(data, size);
     parse_inflated(data, size, 7);
-    parse_inflated(data, size, QP_FORMAT_VERSION);
+    parse_inflated(data, size, QP_FORMAT_V8);
+    parse_inflated(data, size, QP_FORMAT_V9);
     return 0;
 }
