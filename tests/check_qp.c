@@ -2574,21 +2574,23 @@ START_TEST(test_qp_report_plt)
         ck_assert_uint_eq(r.plt_lazy, 0); /* no dynamic section */
         const qp_proc_result_t *s = qp_report_plt_at(&r, 0x2010);
         ck_assert_ptr_nonnull(s);
-        ck_assert_str_eq(s->name, "puts@plt");
+        ck_assert_str_eq(qp_report_stub(&r, s)->name, "puts@plt");
+        ck_assert_uint_eq(qp_report_stub(&r, s)->entry, 0x2010);
+        ck_assert_ptr_eq(s, &r.plt[s->stub]);
         ck_assert_uint_eq(s->proc, QP_VIRT);
         ck_assert_uint_eq(s->calls, 10); /* 7 + 3: both sites */
-        ck_assert_uint_eq(s->per_call, 1);
+        ck_assert_uint_eq(qp_report_stub(&r, s)->per_call, 1);
         ck_assert_uint_eq(s->insns, 10);
         ck_assert_uint_eq(s->flags, QP_RES_PLT);
         ck_assert(s->calls_known && s->insns_exact);
         s = qp_report_plt_at(&r, 0x2020);
         ck_assert_ptr_nonnull(s);
-        ck_assert_str_eq(s->name, "sub_2020");
+        ck_assert_str_eq(qp_report_stub(&r, s)->name, "sub_2020");
         ck_assert_uint_eq(s->calls, 10);
         s = qp_report_plt_at(&r, 0x2030);
         ck_assert_ptr_nonnull(s);
-        ck_assert_str_eq(s->name, "abs@plt");
-        ck_assert_uint_eq(s->per_call, 2); /* endbr64; bnd jmp */
+        ck_assert_str_eq(qp_report_stub(&r, s)->name, "abs@plt");
+        ck_assert_uint_eq(qp_report_stub(&r, s)->per_call, 2); /* endbr64; bnd jmp */
         ck_assert_uint_eq(s->insns, 20);
         ck_assert_ptr_null(qp_report_plt_at(&r, 0x1000));
         ck_assert_uint_eq(r.plt_insns, 40);
@@ -2596,6 +2598,7 @@ START_TEST(test_qp_report_plt)
         /* Flat order: f (73), abs@plt (20), then puts@plt before sub_2020 by name. */
         ck_assert_uint_eq(r.total_insns, 73);
         ck_assert_ptr_eq(qp_report_row(&r, 0), &r.procs[0]);
+        ck_assert_ptr_null(qp_report_stub(&r, &r.procs[0]));
         ck_assert_str_eq(qp_report_name(&r, qp_report_row(&r, 1)), "abs@plt");
         ck_assert_str_eq(qp_report_name(&r, qp_report_row(&r, 2)), "puts@plt");
         ck_assert_str_eq(qp_report_name(&r, qp_report_row(&r, 3)), "sub_2020");
