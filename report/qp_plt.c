@@ -167,6 +167,12 @@ target_kind(const qp_entry_map_t *map, const qp_desc_keys_t *keys, uint32_t k)
                                                                 : TARGET_MEASURED;
 }
 
+int
+qp_report_site_kept(const qp_entry_map_t *map, const qp_desc_keys_t *keys, uint32_t k)
+{
+    return is_direct(&keys->calls[k]) && target_kind(map, keys, k) != TARGET_MEASURED;
+}
+
 /* The stubs that the measured procedures of R call (R->stubs, by entry, with their
  * names), and per measured procedure (in R->procs order) whether it calls one. */
 static int
@@ -237,7 +243,8 @@ find_stubs(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
 }
 
 /* Add the calls measured procedure RES made to the stubs, and to procedures not
- * measured: the counts of its key sites (qp_report_build kept them). */
+ * measured: the counts of its key sites that qp_report_build kept (in order from
+ * site_first: qp_report_site_kept). */
 static int
 add_calls(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
           const qp_proc_result_t *res)
@@ -247,23 +254,27 @@ add_calls(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
     const qp_desc_keys_t *keys = qp_desc_keys(d);
     if (keys == NULL)
         return QP_ENOMEM;
+    uint32_t kept = r->site_first[res->proc];
     for (uint32_t i = keys->first[res->proc];
          i < keys->n && keys->calls[i].block - p->block < p->nblocks; i++) {
+        if (!qp_report_site_kept(map, keys, i))
+            continue;
         const qp_desc_call_t *c = &keys->calls[i];
         qp_proc_result_t *s;
-        int kind = is_direct(c) ? target_kind(map, keys, i) : TARGET_NONE;
+        int kind = target_kind(map, keys, i);
         uint64_t *um = kind == TARGET_UNMEASURED ? unmeasured_at(r, ue, c->target) : NULL;
-        uint64_t n = r->site_count[i];
+        uint64_t n = r->site_count[kept];
+        uint8_t state = r->site_state[kept++];
         if (um != NULL) {
             *um = sat_add(*um, n);
             r->calls_unmeasured = sat_add(r->calls_unmeasured, n);
         }
         /* Stubs are at no procedure's entry (find_stubs). */
-        if (!is_direct(c) || kind != TARGET_NONE
+        if (kind != TARGET_NONE
             || (s = (qp_proc_result_t *)qp_report_plt_at(r, c->target)) == NULL)
             continue;
         s->calls = sat_add(s->calls, n);
-        if (r->site_state[i] == QP_FLOW_UNKNOWN)
+        if (state == QP_FLOW_UNKNOWN)
             s->calls_known = 0;
         if (s->calls == UINT64_MAX || (res->flags & QP_RES_SATURATED))
             s->flags |= QP_RES_SATURATED;

@@ -2339,6 +2339,10 @@ START_TEST(test_qp_flow_by_calls)
     prof.counters[1] = 3;
     qp_report_t r;
     ck_assert_int_eq(qp_report_build(&d, &prof, NULL, &r), 0);
+    /* Every key site calls a procedure counted by its calls: no count is kept for the
+     * PLT stubs (qp_report_site_kept). */
+    ck_assert_uint_eq(qp_desc_keys(&d)->n, 4);
+    ck_assert_uint_eq(r.site_first[d.hdr.nprocs], 0);
     for (uint32_t k = 0; k < r.nprocs; k++) {
         const qp_proc_result_t *res = &r.procs[k];
         uint64_t want[] = { 5, 7, 7, 0 };
@@ -2563,6 +2567,10 @@ START_TEST(test_qp_report_plt)
     plt_report(&d, &prof, &r);
     cfg_image_t *img;
     ck_assert_int_eq(cfg_image_from_bytes(plt_bytes, sizeof(plt_bytes), 0x2000, &img), 0);
+    /* The counts of the sites that call no measured procedure are kept: f's 4 (its call
+     * of itself is no key site). */
+    ck_assert_uint_eq(r.site_first[0], 0);
+    ck_assert_uint_eq(r.site_first[d.hdr.nprocs], 4);
     /* Code in .text is no PLT. */
     ck_assert_int_eq(qp_report_count_plt(&r, img), 0);
     ck_assert_uint_eq(r.nplt, 0);
