@@ -371,7 +371,7 @@ demangled_plt_names(const qp_report_t *r)
 {
     char **v = calloc(r->nplt + 1, sizeof(char *));
     for (uint32_t i = 0; v != NULL && i < r->nplt; i++) {
-        const char *name = r->plt[i].name, *at = strrchr(name, '@');
+        const char *name = r->stubs[i].name, *at = strrchr(name, '@');
         char *base = strndup(name, at != NULL ? (size_t)(at - name) : strlen(name));
         char *dm = base != NULL ? cfg_demangle(base) : NULL;
         if (dm != NULL) {
@@ -552,11 +552,12 @@ void
 qpt_qp_fill_row(const qpt_qp_t *m, const qp_proc_result_t *res, qpt_qp_row_t *out)
 {
     const qp_report_t *r = &m->rep;
-    uint32_t stub = res->proc == QP_VIRT ? (uint32_t)(res - r->plt) : QPT_QP_NONE;
-    const char *name = res->proc != QP_VIRT ? proc_name(m, res->proc)
+    const qp_plt_stub_t *st = qp_report_stub(r, res);
+    uint32_t stub = st != NULL ? res->stub : QPT_QP_NONE;
+    const char *name = st == NULL ? proc_name(m, res->proc)
         : m->plt_names != NULL && stub < r->nplt && m->plt_names[stub] != NULL
         ? m->plt_names[stub]
-        : res->name;
+        : st->name;
     *out = (qpt_qp_row_t) {
         .proc = res->proc,
         .stub = stub,
@@ -565,7 +566,7 @@ qpt_qp_fill_row(const qpt_qp_t *m, const qp_proc_result_t *res, qpt_qp_row_t *ou
         .insns = res->insns,
         .calls_known = res->calls_known,
         .insns_exact = res->insns_exact,
-        .entry = res->entry,
+        .entry = st != NULL ? st->entry : 0,
         .name = name,
         .stored_name = qp_report_name(r, res),
     };

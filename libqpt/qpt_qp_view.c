@@ -300,7 +300,7 @@ qpt_qp_cg_arc(const qpt_qp_calls_t *c, uint32_t a, qpt_qp_arc_t *out)
         .known = arc->known,
         .tail = arc->tail,
         .through_pointer = arc->through_pointer,
-        .stub = stub != NULL ? (uint32_t)(stub - r->plt) : QPT_QP_NONE,
+        .stub = stub != NULL ? stub->stub : QPT_QP_NONE,
         .plt_insns = arc->plt_insns,
         .plt_lower = arc->plt_lower,
     };
@@ -452,7 +452,7 @@ qpt_qp_code_span(const qpt_qp_t *m, uint64_t *lo, uint64_t *hi)
             h = d->blocks[b].start + d->blocks[b].size;
     }
     for (uint32_t i = 0; i < m->rep.nplt; i++) {
-        uint64_t e = m->rep.plt[i].entry;
+        uint64_t e = m->rep.stubs[i].entry;
         l = e < l ? e : l;
         h = e + 1 > h ? e + 1 : h;
     }

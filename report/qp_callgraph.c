@@ -175,9 +175,10 @@ add_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, size_t *cap,
         const qp_proc_result_t *stub
             = arc->callee == QP_VIRT && direct ? qp_report_plt_at(r, c->target) : NULL;
         if (stub != NULL) {
-            if (__builtin_mul_overflow(n, (uint64_t)stub->per_call, &arc->plt_insns))
+            uint32_t per_call = qp_report_stub(r, stub)->per_call;
+            if (__builtin_mul_overflow(n, (uint64_t)per_call, &arc->plt_insns))
                 arc->plt_insns = UINT64_MAX;
-            arc->plt_lower = (uint8_t)(stub->per_call == 0
+            arc->plt_lower = (uint8_t)(per_call == 0
                 || (stub->flags & (QP_RES_APPROX_LAZY | QP_RES_SATURATED)) != 0);
         }
     }

@@ -92,7 +92,7 @@ insns_per_call(const cfg_image_t *img, uint64_t entry, uint64_t *slot)
 static int
 cmp_stub(const void *a, const void *b)
 {
-    const qp_proc_result_t *x = a, *y = b;
+    const qp_plt_stub_t *x = a, *y = b;
     return x->entry < y->entry ? -1 : x->entry > y->entry;
 }
 
@@ -101,8 +101,9 @@ qp_report_plt_at(const qp_report_t *r, uint64_t target)
 {
     if (r == NULL || r->nplt == 0)
         return NULL;
-    qp_proc_result_t key = { .entry = target };
-    return bsearch(&key, r->plt, r->nplt, sizeof(key), cmp_stub);
+    qp_plt_stub_t key = { .entry = target };
+    const qp_plt_stub_t *s = bsearch(&key, r->stubs, r->nplt, sizeof(key), cmp_stub);
+    return s != NULL ? &r->plt[s - r->stubs] : NULL;
 }
 
 /* The flat-profile order of report.c (instructions, calls, name, procedure), stubs
@@ -122,7 +123,7 @@ cmp_rows(const void *a, const void *b, void *arg)
         return c;
     if (x->proc != y->proc)
         return x->proc < y->proc ? -1 : 1;
-    return x->entry < y->entry ? -1 : x->entry > y->entry;
+    return x->stub < y->stub ? -1 : x->stub > y->stub; /* stubs[] is by entry */
 }
 
 /*****************************************************************************
@@ -166,8 +167,14 @@ target_kind(const qp_entry_map_t *map, const qp_desc_keys_t *keys, uint32_t k)
                                                                 : TARGET_MEASURED;
 }
 
-/* The stubs that the measured procedures of R call (R->plt, by entry, with their names),
- * and per measured procedure (in R->procs order) whether it calls one. */
+int
+qp_report_site_kept(const qp_entry_map_t *map, const qp_desc_keys_t *keys, uint32_t k)
+{
+    return is_direct(&keys->calls[k]) && target_kind(map, keys, k) != TARGET_MEASURED;
+}
+
+/* The stubs that the measured procedures of R call (R->stubs, by entry, with their
+ * names), and per measured procedure (in R->procs order) whether it calls one. */
 static int
 find_stubs(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
            const cfg_image_t *img, uint8_t *calls_stub)
@@ -191,16 +198,15 @@ find_stubs(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
             calls_stub[k] = 1;
             if (n == cap) {
                 size_t nc = cap ? 2 * cap : 64;
-                qp_proc_result_t *v = realloc(r->plt, nc * sizeof(*v));
+                qp_plt_stub_t *v = realloc(r->stubs, nc * sizeof(*v));
                 if (v == NULL) {
                     rc = QP_ENOMEM;
                     break;
                 }
-                r->plt = v;
+                r->stubs = v;
                 cap = nc;
             }
-            r->plt[n++] = (qp_proc_result_t) {
-                .proc = QP_VIRT,
+            r->stubs[n++] = (qp_plt_stub_t) {
                 .entry = c->target,
                 .name = qp_desc_str(d, c->name),
             };
@@ -210,31 +216,35 @@ find_stubs(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
         return rc;
     /* One stub per entry, named by the first site that names it. */
     if (n > 0)
-        qsort(r->plt, n, sizeof(*r->plt), cmp_stub);
+        qsort(r->stubs, n, sizeof(*r->stubs), cmp_stub);
     size_t out = 0;
     for (size_t i = 0; i < n; i++) {
-        if (out > 0 && r->plt[out - 1].entry == r->plt[i].entry) {
-            if (r->plt[out - 1].name[0] == '\0')
-                r->plt[out - 1].name = r->plt[i].name;
+        if (out > 0 && r->stubs[out - 1].entry == r->stubs[i].entry) {
+            if (r->stubs[out - 1].name[0] == '\0')
+                r->stubs[out - 1].name = r->stubs[i].name;
             continue;
         }
-        r->plt[out++] = r->plt[i];
+        r->stubs[out++] = r->stubs[i];
     }
     r->nplt = (uint32_t)out;
+    r->plt = calloc(out + 1, sizeof(*r->plt));
     r->plt_names = calloc(out + 1, PLT_NAME_LEN);
-    if (r->plt_names == NULL)
+    if (r->plt == NULL || r->plt_names == NULL)
         return QP_ENOMEM;
-    for (size_t i = 0; i < out; i++)
-        if (r->plt[i].name[0] == '\0') {
+    for (size_t i = 0; i < out; i++) {
+        r->plt[i] = (qp_proc_result_t) { .proc = QP_VIRT, .stub = (uint32_t)i };
+        if (r->stubs[i].name[0] == '\0') {
             char *nm = r->plt_names + i * PLT_NAME_LEN;
-            snprintf(nm, PLT_NAME_LEN, "sub_%" PRIx64, r->plt[i].entry);
-            r->plt[i].name = nm;
+            snprintf(nm, PLT_NAME_LEN, "sub_%" PRIx64, r->stubs[i].entry);
+            r->stubs[i].name = nm;
         }
+    }
     return 0;
 }
 
 /* Add the calls measured procedure RES made to the stubs, and to procedures not
- * measured: the counts of its key sites (qp_report_build kept them). */
+ * measured: the counts of its key sites that qp_report_build kept (in order from
+ * site_first: qp_report_site_kept). */
 static int
 add_calls(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
           const qp_proc_result_t *res)
@@ -244,23 +254,27 @@ add_calls(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
     const qp_desc_keys_t *keys = qp_desc_keys(d);
     if (keys == NULL)
         return QP_ENOMEM;
+    uint32_t kept = r->site_first[res->proc];
     for (uint32_t i = keys->first[res->proc];
          i < keys->n && keys->calls[i].block - p->block < p->nblocks; i++) {
+        if (!qp_report_site_kept(map, keys, i))
+            continue;
         const qp_desc_call_t *c = &keys->calls[i];
         qp_proc_result_t *s;
-        int kind = is_direct(c) ? target_kind(map, keys, i) : TARGET_NONE;
+        int kind = target_kind(map, keys, i);
         uint64_t *um = kind == TARGET_UNMEASURED ? unmeasured_at(r, ue, c->target) : NULL;
-        uint64_t n = r->site_count[i];
+        uint64_t n = r->site_count[kept];
+        uint8_t state = r->site_state[kept++];
         if (um != NULL) {
             *um = sat_add(*um, n);
             r->calls_unmeasured = sat_add(r->calls_unmeasured, n);
         }
         /* Stubs are at no procedure's entry (find_stubs). */
-        if (!is_direct(c) || kind != TARGET_NONE
+        if (kind != TARGET_NONE
             || (s = (qp_proc_result_t *)qp_report_plt_at(r, c->target)) == NULL)
             continue;
         s->calls = sat_add(s->calls, n);
-        if (r->site_state[i] == QP_FLOW_UNKNOWN)
+        if (state == QP_FLOW_UNKNOWN)
             s->calls_known = 0;
         if (s->calls == UINT64_MAX || (res->flags & QP_RES_SATURATED))
             s->flags |= QP_RES_SATURATED;
@@ -278,16 +292,17 @@ finish_stubs(qp_report_t *r, const cfg_image_t *img)
     r->plt_insns = 0;
     for (uint32_t i = 0; i < r->nplt; i++) {
         qp_proc_result_t *s = &r->plt[i];
+        qp_plt_stub_t *st = &r->stubs[i];
         uint64_t slot;
-        s->per_call = insns_per_call(img, s->entry, &slot);
+        st->per_call = insns_per_call(img, st->entry, &slot);
         const cfg_reloc_t *rel = slot != 0 ? cfg_image_reloc_at(img, slot) : NULL;
         if (r->plt_lazy && rel != NULL && rel->kind == CFG_RELOC_JUMP_SLOT)
             s->flags |= QP_RES_APPROX_LAZY;
-        if (__builtin_mul_overflow(s->calls, (uint64_t)s->per_call, &s->insns)) {
+        if (__builtin_mul_overflow(s->calls, (uint64_t)st->per_call, &s->insns)) {
             s->insns = UINT64_MAX;
             s->flags |= QP_RES_SATURATED;
         }
-        s->insns_exact = (uint8_t)(s->calls_known && s->per_call > 0);
+        s->insns_exact = (uint8_t)(s->calls_known && st->per_call > 0);
         if (!s->insns_exact)
             s->flags |= QP_RES_UNKNOWN;
         r->plt_insns = sat_add(r->plt_insns, s->insns);
@@ -329,9 +344,11 @@ static void
 drop_stubs(qp_report_t *r)
 {
     free(r->plt);
+    free(r->stubs);
     free(r->flat);
     free(r->plt_names);
     r->plt = NULL;
+    r->stubs = NULL;
     r->flat = NULL;
     r->plt_names = NULL;
     r->nplt = 0;

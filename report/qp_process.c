@@ -47,7 +47,8 @@ cmp_rows(const void *a, const void *b, void *arg)
         return x->module < y->module ? -1 : 1;
     if (x->res->proc != y->res->proc)
         return x->res->proc < y->res->proc ? -1 : 1;
-    return x->res->entry < y->res->entry ? -1 : x->res->entry > y->res->entry;
+    /* Two stubs of one module: by entry, as their stubs[] is. */
+    return x->res->stub < y->res->stub ? -1 : x->res->stub > y->res->stub;
 }
 
 static int

@@ -25,10 +25,12 @@ qp_report_free(qp_report_t *r)
     free(r->unmeasured);
     free(r->unmeasured_calls);
     free(r->plt);
+    free(r->stubs);
     free(r->flat);
     free(r->plt_names);
     free(r->site_count);
     free(r->site_state);
+    free(r->site_first);
     memset(r, 0, sizeof(*r));
 }
 
@@ -48,8 +50,14 @@ qp_report_insns(const qp_report_t *r)
 const char *
 qp_report_name(const qp_report_t *r, const qp_proc_result_t *res)
 {
-    return res->proc == QP_VIRT ? res->name
+    return res->proc == QP_VIRT ? r->stubs[res->stub].name
                                 : qp_desc_str(r->desc, r->desc->procs[res->proc].name);
+}
+
+const qp_plt_stub_t *
+qp_report_stub(const qp_report_t *r, const qp_proc_result_t *res)
+{
+    return res->proc == QP_VIRT ? &r->stubs[res->stub] : NULL;
 }
 
 int
@@ -220,6 +228,7 @@ result_of(const qp_report_t *r, uint32_t proc, const qp_flow_t *solved,
     uint32_t pflags = r->desc->procs[proc].flags;
     memset(res, 0, sizeof(*res));
     res->proc = proc;
+    res->stub = QP_VIRT;
     res->calls = f.calls;
     res->calls_known = (uint8_t)f.calls_known;
     res->insns = f.insns;
@@ -242,25 +251,54 @@ result_of(const qp_report_t *r, uint32_t proc, const qp_flow_t *solved,
         res->flags |= QP_RES_SATURATED;
 }
 
-/* The counts of PROC's key call sites into R's site_count and site_state, from its flow
- * F (NULL: every count 0 and known). */
+/* The counts of PROC's kept key call sites (qp_report_site_kept: MAP) into R's
+ * site_count and site_state, from its flow F (NULL: every count 0 and known). */
 static void
-keep_sites(qp_report_t *r, uint32_t proc, const qp_flow_t *f)
+keep_sites(qp_report_t *r, const qp_entry_map_t *map, uint32_t proc, const qp_flow_t *f)
 {
     const qp_desc_proc_t *p = &r->desc->procs[proc];
     const qp_desc_keys_t *keys = qp_desc_keys(r->desc);
+    uint32_t kept = r->site_first[proc];
     for (uint32_t k = keys->first[proc];
          k < keys->n && keys->calls[k].block - p->block < p->nblocks; k++) {
+        if (!qp_report_site_kept(map, keys, k))
+            continue;
         const qp_desc_call_t *c = &keys->calls[k];
         int tail = qp_call_is_tail(c);
         uint32_t i = tail ? c->edge - p->edge : c->block - p->block;
         int inside = i < (tail ? p->nedges : p->nblocks); /* else a bad description */
-        r->site_count[k] = f == NULL || !inside ? 0 : tail ? f->edge_count[i] : f->block_count[i];
-        r->site_state[k] = !inside ? QP_FLOW_UNKNOWN
-            : f == NULL            ? QP_FLOW_SOLVED
-            : tail                 ? f->edge_state[i]
-                                   : f->block_state[i];
+        r->site_count[kept] = f == NULL || !inside ? 0
+            : tail                                ? f->edge_count[i]
+                                                  : f->block_count[i];
+        r->site_state[kept++] = !inside ? QP_FLOW_UNKNOWN
+            : f == NULL                 ? QP_FLOW_SOLVED
+            : tail                      ? f->edge_state[i]
+                                        : f->block_state[i];
     }
+}
+
+/* R's site_first, and R's site_count and site_state sized for the kept key sites of
+ * the measured procedures (MAP: the description's entry map). */
+static int
+index_sites(qp_report_t *r, const qp_entry_map_t *map)
+{
+    const qp_desc_t *d = r->desc;
+    const qp_desc_keys_t *keys = qp_desc_keys(d);
+    r->site_first = malloc((d->hdr.nprocs + 1) * sizeof(uint32_t));
+    if (r->site_first == NULL)
+        return QP_ENOMEM;
+    uint32_t nkept = 0;
+    for (uint32_t proc = 0; proc < d->hdr.nprocs; proc++) {
+        const qp_desc_proc_t *p = &d->procs[proc];
+        r->site_first[proc] = nkept;
+        for (uint32_t k = keys->first[proc]; (p->flags & QP_PROC_MEASURED) && k < keys->n
+             && keys->calls[k].block - p->block < p->nblocks; k++)
+            nkept += (uint32_t)qp_report_site_kept(map, keys, k);
+    }
+    r->site_first[d->hdr.nprocs] = nkept;
+    r->site_count = calloc(nkept + 1, sizeof(uint64_t));
+    r->site_state = calloc(nkept + 1, 1);
+    return r->site_count != NULL && r->site_state != NULL ? 0 : QP_ENOMEM;
 }
 
 /* The flat-profile order: instructions, then calls, descending, then name, then index.
@@ -362,7 +400,7 @@ flat_order(const qp_report_t *r, uint32_t *from)
 }
 
 /* R->procs in flat-profile order, sorted by keys: sorting the rows themselves
- * moved 56 bytes at a time and read two names for most comparisons (chromium: 316,000
+ * moved a whole row at a time and read two names for most comparisons (chromium: 316,000
  * rows that did not run, told apart by their names only). */
 static int
 sort_flat(qp_report_t *r)
@@ -445,6 +483,7 @@ qp_report_unseen_leaving(const qp_report_t *r)
  * R->procs (by index) and key sites, then its blocks and edges are not needed again. */
 typedef struct walk {
     qp_report_t *r;
+    const qp_entry_map_t *map; /* the description's entry map (keep_sites) */
     uint32_t *row; /* per procedure: its row in R->procs */
     int ran;       /* leaving kinds seen in this run */
 } walk_t;
@@ -454,7 +493,7 @@ visit_proc(void *arg, uint32_t proc, const qp_flow_t *f, const qp_flow_zero_t *z
 {
     walk_t *w = arg;
     result_of(w->r, proc, f, z, &w->r->procs[w->row[proc]], &w->ran);
-    keep_sites(w->r, proc, f);
+    keep_sites(w->r, w->map, proc, f);
     qp_desc_release(w->r->desc, proc);
     return 0;
 }
@@ -467,14 +506,13 @@ collect_results(qp_report_t *r, void (*phase)(void *arg, const char *name), void
     const qp_desc_t *d = r->desc;
     const qp_prof_hdr_t *h = &r->prof->hdr;
     uint32_t n = d->hdr.nprocs;
-    const qp_desc_keys_t *keys = qp_desc_keys(d);
-    walk_t w = { r, calloc(n + 1, sizeof(uint32_t)), 0 };
+    qp_entry_map_t local = { 0 }; /* filled by qp_desc_entry_map when it builds one */
+    walk_t w = { r, NULL, calloc(n + 1, sizeof(uint32_t)), 0 };
     r->procs = calloc(n ? n : 1, sizeof(qp_proc_result_t));
     r->unmeasured = calloc(n ? n : 1, sizeof(uint32_t));
-    r->site_count = calloc(keys->n + 1, sizeof(uint64_t));
-    r->site_state = calloc(keys->n + 1, 1);
-    int rc = w.row && r->procs && r->unmeasured && r->site_count && r->site_state
-        ? 0 : QP_ENOMEM;
+    int rc = w.row && r->procs && r->unmeasured && qp_desc_keys(d) != NULL
+            && qp_desc_entry_map(d, &local, &w.map) == 0
+        ? index_sites(r, w.map) : QP_ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
         if (!(d->procs[i].flags & QP_PROC_MEASURED))
             r->unmeasured[r->nunmeasured++] = i;
@@ -485,6 +523,7 @@ collect_results(qp_report_t *r, void (*phase)(void *arg, const char *name), void
         rc = qp_flow_entries_visit(d, r->prof->counters, h->ncounters, r->abandoned, r->left,
                                    visit_proc, &w, &r->entries);
     free(w.row);
+    qp_entry_map_free(&local);
     QP_CHECK(rc);
     for (uint32_t k = 0; k < r->nprocs; k++) {
         uint64_t t;

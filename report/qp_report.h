@@ -58,7 +58,8 @@ enum {
 
 /*
  * The counts of a measured procedure, or of a PLT stub (QP_RES_PLT: proc is QP_VIRT, the
- * stub is no procedure of the description; name, entry and per_call say which it is).
+ * stub is no procedure of the description; its qp_plt_stub_t says which it is). 40 bytes:
+ * chromium's report holds 667,000 of them.
  */
 typedef struct qp_proc_result {
     uint32_t proc;           /* procedure index in the description, QP_VIRT for a stub */
@@ -72,13 +73,20 @@ typedef struct qp_proc_result {
     uint8_t insns_exact;     /* every block count is determined */
     uint32_t nviolations;    /* Kirchhoff violations found */
     uint32_t nunknown_edges; /* edges whose count is not determined */
-    uint32_t per_call;       /* a stub: the instructions one call runs in it (to and with
-                              * its first jump), 0 when they do not decode */
-    uint64_t entry;          /* a stub: its address (link time); else 0 */
-    const char *name;        /* a stub: its name as stored ("puts@plt", or "sub_1036"
-                              * when the sites name none); owned by the report or its
-                              * description. NULL for a procedure (the description's) */
+    uint32_t stub;           /* a stub: its index in the report's stubs[] (and plt[]);
+                              * QP_VIRT for a procedure (qp_report_stub) */
 } qp_proc_result_t;
+
+_Static_assert(sizeof(qp_proc_result_t) == 40, "a result row is 40 bytes");
+
+/* What only a PLT stub's row needs, beside the row (qp_report_t.stubs). */
+typedef struct qp_plt_stub {
+    uint64_t entry;    /* its address (link time) */
+    const char *name;  /* its name as stored ("puts@plt", or "sub_1036" when the sites
+                        * name none); owned by the report or its description */
+    uint32_t per_call; /* the instructions one call runs in it (to and with its first
+                        * jump), 0 when they do not decode */
+} qp_plt_stub_t;
 
 typedef struct qp_report {
     const qp_desc_t *desc;    /* not owned */
@@ -107,6 +115,8 @@ typedef struct qp_report {
     uint32_t nsaturated;      /* procedures with QP_RES_SATURATED */
     qp_proc_result_t *plt;    /* PLT stubs that measured code calls, by entry
                                * (qp_report_count_plt; NULL before) */
+    qp_plt_stub_t *stubs;     /* ... and their entries, names, per_call (plt[i].stub
+                               * is i) */
     uint32_t nplt;            /* how many */
     uint64_t plt_insns;       /* sum of plt[].insns (saturated), not in total_insns */
     uint8_t plt_lazy;         /* the module binds symbols lazily (no BIND_NOW) */
@@ -116,10 +126,13 @@ typedef struct qp_report {
     char *plt_names;          /* storage of the stubs' made-up names */
     uint8_t leaving_ran;      /* kinds of leaving seen in this run (1: a longjmp, 2: a
                                * throw): qp_report_mark_leaving */
-    uint64_t *site_count;     /* per key call site of the description (qp_desc_keys):
-                               * its count (a call's block's, a tail call's edge's), 0 in
-                               * procedures not measured */
+    uint64_t *site_count;     /* per key call site of the description (qp_desc_keys)
+                               * that qp_report_site_kept keeps, in the order of the
+                               * keys: its count (a call's block's, a tail call's
+                               * edge's), 0 in procedures not measured */
     uint8_t *site_state;      /* ... and how it is known (QP_FLOW_*) */
+    uint32_t *site_first;     /* per procedure: the index in site_count of its first
+                               * kept site */
 } qp_report_t;
 
 /*
@@ -190,6 +203,16 @@ qp_report_unseen_leaving(const qp_report_t *r);
 int
 qp_report_count_plt(qp_report_t *r, const cfg_image_t *img);
 
+/*
+ * Does qp_report_count_plt read the count of key call site K (KEYS: qp_desc_keys, MAP:
+ * qp_desc_entry_map of the description): a direct call or tail call whose target is no
+ * measured procedure's entry alone (a procedure not measured, a PLT stub, or nothing the
+ * description knows)? The report keeps the counts of those sites only (chromium: 0.4 of
+ * its 2 million key sites; most call procedures counted by their calls).
+ */
+int
+qp_report_site_kept(const qp_entry_map_t *map, const qp_desc_keys_t *keys, uint32_t k);
+
 /* Row I (0 .. nprocs + nplt - 1) of R in flat-profile order: R's flat, or its procs. */
 const qp_proc_result_t *
 qp_report_row(const qp_report_t *r, uint32_t i);
@@ -201,6 +224,10 @@ qp_report_insns(const qp_report_t *r);
 /* The name of row RES of R as stored: the description's, or a stub's. */
 const char *
 qp_report_name(const qp_report_t *r, const qp_proc_result_t *res);
+
+/* The stub part of row RES of R, or NULL when RES is a procedure's. */
+const qp_plt_stub_t *
+qp_report_stub(const qp_report_t *r, const qp_proc_result_t *res);
 
 /* The stub of R whose entry is TARGET, or NULL. */
 const qp_proc_result_t *

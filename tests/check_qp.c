@@ -2381,6 +2381,10 @@ START_TEST(test_qp_flow_by_calls)
     prof.counters[1] = 3;
     qp_report_t r;
     ck_assert_int_eq(qp_report_build(&d, &prof, NULL, &r), 0);
+    /* Every key site calls a procedure counted by its calls: no count is kept for the
+     * PLT stubs (qp_report_site_kept). */
+    ck_assert_uint_eq(qp_desc_keys(&d)->n, 4);
+    ck_assert_uint_eq(r.site_first[d.hdr.nprocs], 0);
     for (uint32_t k = 0; k < r.nprocs; k++) {
         const qp_proc_result_t *res = &r.procs[k];
         uint64_t want[] = { 5, 7, 7, 0 };
@@ -2605,6 +2609,10 @@ START_TEST(test_qp_report_plt)
     plt_report(&d, &prof, &r);
     cfg_image_t *img;
     ck_assert_int_eq(cfg_image_from_bytes(plt_bytes, sizeof(plt_bytes), 0x2000, &img), 0);
+    /* The counts of the sites that call no measured procedure are kept: f's 4 (its call
+     * of itself is no key site). */
+    ck_assert_uint_eq(r.site_first[0], 0);
+    ck_assert_uint_eq(r.site_first[d.hdr.nprocs], 4);
     /* Code in .text is no PLT. */
     ck_assert_int_eq(qp_report_count_plt(&r, img), 0);
     ck_assert_uint_eq(r.nplt, 0);
@@ -2616,21 +2624,23 @@ START_TEST(test_qp_report_plt)
         ck_assert_uint_eq(r.plt_lazy, 0); /* no dynamic section */
         const qp_proc_result_t *s = qp_report_plt_at(&r, 0x2010);
         ck_assert_ptr_nonnull(s);
-        ck_assert_str_eq(s->name, "puts@plt");
+        ck_assert_str_eq(qp_report_stub(&r, s)->name, "puts@plt");
+        ck_assert_uint_eq(qp_report_stub(&r, s)->entry, 0x2010);
+        ck_assert_ptr_eq(s, &r.plt[s->stub]);
         ck_assert_uint_eq(s->proc, QP_VIRT);
         ck_assert_uint_eq(s->calls, 10); /* 7 + 3: both sites */
-        ck_assert_uint_eq(s->per_call, 1);
+        ck_assert_uint_eq(qp_report_stub(&r, s)->per_call, 1);
         ck_assert_uint_eq(s->insns, 10);
         ck_assert_uint_eq(s->flags, QP_RES_PLT);
         ck_assert(s->calls_known && s->insns_exact);
         s = qp_report_plt_at(&r, 0x2020);
         ck_assert_ptr_nonnull(s);
-        ck_assert_str_eq(s->name, "sub_2020");
+        ck_assert_str_eq(qp_report_stub(&r, s)->name, "sub_2020");
         ck_assert_uint_eq(s->calls, 10);
         s = qp_report_plt_at(&r, 0x2030);
         ck_assert_ptr_nonnull(s);
-        ck_assert_str_eq(s->name, "abs@plt");
-        ck_assert_uint_eq(s->per_call, 2); /* endbr64; bnd jmp */
+        ck_assert_str_eq(qp_report_stub(&r, s)->name, "abs@plt");
+        ck_assert_uint_eq(qp_report_stub(&r, s)->per_call, 2); /* endbr64; bnd jmp */
         ck_assert_uint_eq(s->insns, 20);
         ck_assert_ptr_null(qp_report_plt_at(&r, 0x1000));
         ck_assert_uint_eq(r.plt_insns, 40);
@@ -2638,6 +2648,7 @@ START_TEST(test_qp_report_plt)
         /* Flat order: f (73), abs@plt (20), then puts@plt before sub_2020 by name. */
         ck_assert_uint_eq(r.total_insns, 73);
         ck_assert_ptr_eq(qp_report_row(&r, 0), &r.procs[0]);
+        ck_assert_ptr_null(qp_report_stub(&r, &r.procs[0]));
         ck_assert_str_eq(qp_report_name(&r, qp_report_row(&r, 1)), "abs@plt");
         ck_assert_str_eq(qp_report_name(&r, qp_report_row(&r, 2)), "puts@plt");
         ck_assert_str_eq(qp_report_name(&r, qp_report_row(&r, 3)), "sub_2020");
