@@ -498,10 +498,9 @@ unpack_zstd(desc_stream_t *z)
 {
     if (z->ended)
         return LZMA_STREAM_END;
-    if (z->total_in == 0 && z->avail_in >= 4
-        && (z->next_in[0] | z->next_in[1] << 8 | z->next_in[2] << 16
-               | (uint32_t)z->next_in[3] << 24) != ZSTD_MAGICNUMBER)
-        return LZMA_DATA_ERROR;
+    rd_t magic = { z->next_in, z->avail_in, 0, 0 };
+    if (z->total_in == 0 && z->avail_in >= 4 && rd_n(&magic, 4) != ZSTD_MAGICNUMBER)
+        return LZMA_DATA_ERROR; /* no skippable or legacy frame */
     for (int moved = 0;; moved = 1) {
         ZSTD_inBuffer in = { z->next_in, z->avail_in, 0 };
         ZSTD_outBuffer out = { z->next_out, z->avail_out, 0 };

@@ -141,12 +141,12 @@
  * Version 9 (written since; 5 to 8 are still read) is version 8 but for the compression:
  * every index part and every chunk is one zstd frame (RFC 8878; its magic number first,
  * no skippable frame, no dictionary) in place of a raw LZMA2 stream, the frame's header
- * giving its decompressed size, which must be the size the parts' or the chunks' table
- * says; the frame's window is at most 8 MiB (window log 23), it has no checksum (the id
- * covers every byte), and nothing follows the frame inside its piece's bytes. zstd
- * decompresses several times faster than LZMA2 (chromium's `qp report`: liblzma was 30%
- * of its CPU; 3.5 s of CPU, not 5.6, for a description 6% larger); the writer takes level ZSTD_LEVEL_SMALL when version 8 takes preset 6,
- * else ZSTD_LEVEL_BIG (base/qp_desc_priv.h).
+ * giving its decompressed size (zstd checks the bytes against it), which must be the
+ * size the parts' or the chunks' table says (the reader yields exactly that many); the
+ * frame's window is at most 8 MiB (window log 23), it has no checksum (the id covers
+ * every byte), and nothing follows the frame inside its piece's bytes. The writer takes
+ * level ZSTD_LEVEL_SMALL where version 8 takes preset 6, else ZSTD_LEVEL_BIG
+ * (base/qp_desc_priv.h; why zstd and these levels: doc/measurements.md, 2026-12-06).
  */
 
 /* A block or counter index that does not exist: the virtual node X, or "no counter". */
