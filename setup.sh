@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 PKGS="build-essential autoconf automake libtool pkg-config binutils-dev libelf-dev libdw-dev \
-libzydis-dev liblzma-dev libzstd-dev zlib1g-dev check clang lld g++ gfortran gdb valgrind file openmpi-bin libopenmpi-dev bpftrace lcov bolt-16 golang-go graphviz jq sqlite3 lua5.4 python3 strace \
+libzydis-dev liblzma-dev libzstd-dev zstd zlib1g-dev check clang lld g++ gfortran gdb valgrind file openmpi-bin libopenmpi-dev bpftrace lcov bolt-16 golang-go graphviz jq sqlite3 lua5.4 python3 strace \
 gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user libc6-dbg"
 missing=
 for p in $PKGS; do
