@@ -50,22 +50,22 @@ else
         { say "configure failed: $BUILD/configure.log"; exit 2; }
 fi
 # The folders' libtool convenience libraries; their archives are in src/.libs.
-make -C src -j2 libqparch.la libqpcfg.la libqpedit.la libqpelfw.la libqpdriver.la libqpreport.la \
+make -C src -j2 libqparch.la libqppatch.la libqpcfg.la libqpedit.la libqpelfw.la libqpdriver.la libqpreport.la \
     >make.log 2>&1 ||
     { say "build failed: $BUILD/make.log"; exit 2; }
-for a in libqparch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a libqpreport.a; do
+for a in libqparch.a libqppatch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a libqpreport.a; do
     cp src/.libs/$a .
 done
 LF=(-g -O1 -fsanitize=fuzzer,address,undefined -Isrc)
 SRC=$PWD/src
-CORE=(libqpcfg.a libqparch.a -lbfd -llzma -lzstd -lZydis -lz)
+CORE=(libqpcfg.a libqppatch.a libqparch.a -lbfd -llzma -lzstd -lZydis -lz -ldw -lelf)
 clang "${LF[@]}" "$SRC/tests/fuzz_reader.c" "$SRC/tests/fuzz_util.c" "${CORE[@]}" -o fuzz_reader &&
     clang "${LF[@]}" "$SRC/tests/fuzz_rewrite.c" "$SRC/tests/fuzz_util.c" libqpelfw.a \
-        libqpdriver.a libqpedit.a "${CORE[@]}" -lelf -o fuzz_rewrite &&
+        libqpdriver.a libqpedit.a "${CORE[@]}" -o fuzz_rewrite &&
     clang "${LF[@]}" "$SRC/tests/fuzz_profile.c" "$SRC/tests/fuzz_util.c" libqpreport.a \
-        libqpdriver.a "${CORE[@]}" -ldw -lelf -o fuzz_profile &&
+        libqpdriver.a "${CORE[@]}" -o fuzz_profile &&
     clang "${LF[@]}" "$SRC/tests/fuzz_desc.c" "$SRC/tests/fuzz_util.c" libqpreport.a \
-        libqpdriver.a "${CORE[@]}" -ldw -lelf -o fuzz_desc || { say "linking the targets failed"; exit 2; }
+        libqpdriver.a "${CORE[@]}" -o fuzz_desc || { say "linking the targets failed"; exit 2; }
 
 # Seeds: small stripped programs (C, C++ with exceptions, a jump table), and profiles of
 # a rewritten one (one run; runs with forked children, whose slots are in use).
