@@ -49,23 +49,26 @@ else
             --disable-dynamic) >configure.log 2>&1 ||
         { say "configure failed: $BUILD/configure.log"; exit 2; }
 fi
-# The folders' libtool convenience libraries; their archives are in src/.libs.
-make -C src -j2 libqparch.la libqppatch.la libqpcfg.la libqpedit.la libqpelfw.la libqpdriver.la libqpreport.la \
-    >make.log 2>&1 ||
-    { say "build failed: $BUILD/make.log"; exit 2; }
-for a in libqparch.a libqppatch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a libqpreport.a; do
-    cp src/.libs/$a .
+# The fuzz targets' link lists come from Makefile.am (`make fuzz-ldadd`: the replay
+# builds' lists), so that a library added there is linked here too; the folders' libtool
+# convenience libraries named in them are built and their archives (src/.libs) used.
+links=$(make -s --no-print-directory -C src fuzz-ldadd) ||
+    { say "no link lists from src/Makefile (make fuzz-ldadd)"; exit 2; }
+lts=$(echo "$links" | tr ' ' '\n' | grep '\.la$' | sort -u)
+make -C src -j2 $lts >make.log 2>&1 || { say "build failed: $BUILD/make.log"; exit 2; }
+for a in $lts; do
+    cp "src/.libs/${a%.la}.a" .
 done
 LF=(-g -O1 -fsanitize=fuzzer,address,undefined -Isrc)
 SRC=$PWD/src
-CORE=(libqpcfg.a libqppatch.a libqparch.a -lbfd -llzma -lzstd -lZydis -lz -ldw -lelf)
-clang "${LF[@]}" "$SRC/tests/fuzz_reader.c" "$SRC/tests/fuzz_util.c" "${CORE[@]}" -o fuzz_reader &&
-    clang "${LF[@]}" "$SRC/tests/fuzz_rewrite.c" "$SRC/tests/fuzz_util.c" libqpelfw.a \
-        libqpdriver.a libqpedit.a "${CORE[@]}" -o fuzz_rewrite &&
-    clang "${LF[@]}" "$SRC/tests/fuzz_profile.c" "$SRC/tests/fuzz_util.c" libqpreport.a \
-        libqpdriver.a "${CORE[@]}" -o fuzz_profile &&
-    clang "${LF[@]}" "$SRC/tests/fuzz_desc.c" "$SRC/tests/fuzz_util.c" libqpreport.a \
-        libqpdriver.a "${CORE[@]}" -o fuzz_desc || { say "linking the targets failed"; exit 2; }
+while read -r t libs; do
+    args=()
+    for l in $libs; do
+        case $l in *.la) args+=("${l%.la}.a") ;; *) args+=("$l") ;; esac
+    done
+    clang "${LF[@]}" "$SRC/tests/fuzz_$t.c" "$SRC/tests/fuzz_util.c" "${args[@]}" -o "fuzz_$t" ||
+        { say "linking fuzz_$t failed"; exit 2; }
+done <<<"$links"
 
 # Seeds: small stripped programs (C, C++ with exceptions, a jump table), and profiles of
 # a rewritten one (one run; runs with forked children, whose slots are in use).
