@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/qp_huge.h"
 #include "report/qp_profile.h"
 
 void
@@ -375,6 +376,7 @@ fill_profile_fd(const qp_profile_pending_t *pd, qp_profile_t *out, char *why, si
     out->counters = malloc(out->hdr.ncounters ? out->hdr.ncounters * 8 : 1);
     if (out->counters == NULL)
         return QP_ENOMEM;
+    qp_huge_advise(out->counters, out->hdr.ncounters * 8);
     int rc = read_at(pd->fd, out->counters, out->hdr.ncounters * 8, QP_PROF_HDR_SIZE);
     if (rc == QP_EFORMAT)
         qp_why(why, whylen, "profile truncated while reading its counters");
