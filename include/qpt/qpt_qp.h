@@ -60,9 +60,9 @@ enum {
  * With QPT_QP_BACKGROUND, each profile's header and layout are read and checked before
  * this returns, and its counters and dumps (chromium's: 0.4 s of reading) are read on
  * another thread while the caller goes on (qpt_qp_load opens the executable and reads
- * its description meanwhile, and waits for them before summing). That read can still
- * fail (an I/O error, a file cut short meanwhile): qpt_qp_set_wait says so, and
- * qpt_qp_load's failure is then the read's.
+ * its description meanwhile, and waits for them before summing; FILES must stay valid
+ * until then). That read can still fail (an I/O error, a file cut short meanwhile):
+ * qpt_qp_set_wait says so, and qpt_qp_load's failure is then the read's.
  */
 int qpt_qp_set_read(const char *const *files, int nfiles, const char *exe, unsigned flags,
                     qpt_qp_set_t **out /*OUT*/, char *why, size_t whylen);
