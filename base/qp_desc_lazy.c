@@ -178,9 +178,9 @@ get_keys(rbuf_t *b, run_t *r, qp_desc_t *out)
     out->keys = k;
     if (b->bad)
         return 0;
-    if (desc_alloc_part((void **)&k->calls, n, sizeof(qp_desc_call_t)) < 0
-        || desc_alloc_part((void **)&k->index, n, sizeof(uint32_t)) < 0
-        || desc_alloc_part((void **)&k->callee, n, sizeof(uint32_t)) < 0)
+    if (desc_alloc_whole((void **)&k->calls, n, sizeof(qp_desc_call_t)) < 0
+        || desc_alloc_whole((void **)&k->index, n, sizeof(uint32_t)) < 0
+        || desc_alloc_whole((void **)&k->callee, n, sizeof(uint32_t)) < 0)
         return QP_ENOMEM;
     uint64_t next = 0; /* the lowest index the next key site may have */
     for (uint32_t i = 0; i < n && !b->bad; i++) {
@@ -211,8 +211,8 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         qp_why(why, whylen, "description index: bad number of chunks");
         return QP_EFORMAT;
     }
-    if (desc_alloc_part((void **)&out->procs, h->nprocs, sizeof(qp_desc_proc_t)) < 0
-        || desc_alloc_part((void **)&out->zero, h->nprocs, sizeof(qp_desc_zero_t)) < 0
+    if (desc_alloc_whole((void **)&out->procs, h->nprocs, sizeof(qp_desc_proc_t)) < 0
+        || desc_alloc_whole((void **)&out->zero, h->nprocs, sizeof(qp_desc_zero_t)) < 0
         || desc_alloc_part((void **)&out->zero_entry, h->nprocs, sizeof(qp_desc_zero_t))
             < 0
         || (!v7

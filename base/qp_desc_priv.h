@@ -294,6 +294,9 @@ void
 desc_get_call(rbuf_t *b, run_t *r, qp_desc_call_t *c);
 int
 desc_alloc_part(void **p, uint32_t n, size_t size);
+/* desc_alloc_part for an array the reader writes whole (qp_huge.h). */
+int
+desc_alloc_whole(void **p, uint32_t n, size_t size);
 int
 desc_check_header(
     const uint8_t *buf, size_t len, qp_desc_hdr_t *h, char *why, size_t whylen);

@@ -6,6 +6,7 @@
  * reader, the record decoders, the header checks of every version read (5 to 9), the
  * streams' decoders (LZMA2, zstd), version 8 and 9's index parts and version 5's body.
  */
+#include "base/qp_huge.h"
 #include "base/qp_desc_priv.h"
 
 /*****************************************************************************
@@ -226,16 +227,23 @@ desc_alloc_part(void **p, uint32_t n, size_t size)
     return n && *p == NULL ? QP_ENOMEM : 0;
 }
 
+int
+desc_alloc_whole(void **p, uint32_t n, size_t size)
+{
+    *p = n ? qp_calloc_whole(n, size) : NULL;
+    return n && *p == NULL ? QP_ENOMEM : 0;
+}
+
 /* The records of the body B into OUT (whose header has the counts), then its string
  * table: the body's last strtab_size bytes. */
 static int
 decode_body(rbuf_t *b, qp_desc_t *out, char *why, size_t whylen)
 {
     const qp_desc_hdr_t *h = &out->hdr;
-    if (desc_alloc_part((void **)&out->procs, h->nprocs, sizeof(qp_desc_proc_t)) < 0
-        || desc_alloc_part((void **)&out->blocks, h->nblocks, sizeof(qp_desc_block_t)) < 0
-        || desc_alloc_part((void **)&out->edges, h->nedges, sizeof(qp_desc_edge_t)) < 0
-        || desc_alloc_part((void **)&out->calls, h->ncalls, sizeof(qp_desc_call_t)) < 0
+    if (desc_alloc_whole((void **)&out->procs, h->nprocs, sizeof(qp_desc_proc_t)) < 0
+        || desc_alloc_whole((void **)&out->blocks, h->nblocks, sizeof(qp_desc_block_t)) < 0
+        || desc_alloc_whole((void **)&out->edges, h->nedges, sizeof(qp_desc_edge_t)) < 0
+        || desc_alloc_whole((void **)&out->calls, h->ncalls, sizeof(qp_desc_call_t)) < 0
         || desc_alloc_part((void **)&out->strtab, h->strtab_size, 1) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;

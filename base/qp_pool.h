@@ -3,9 +3,10 @@
 #ifndef QP_BASE_POOL_H
 #define QP_BASE_POOL_H
 /*
- * PURPOSE: a parallel loop over independent items (qp_pool.c, the only thread code), for
- * the per-procedure work of the analysis, the drivers and the editor, and the
- * description's chunks. Below every folder but the runtime; knows nothing of programs.
+ * PURPOSE: a parallel loop over independent items (qp_pool.c, the only thread code but
+ * libqpt's reader of profiles, qpt_qp_set_read's QPT_QP_BACKGROUND), for the
+ * per-procedure work of the analysis, the drivers and the editor, and the description's
+ * chunks. Below every folder but the runtime; knows nothing of programs.
  */
 #include <stddef.h>
 

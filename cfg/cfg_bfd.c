@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/qp_huge.h"
 #include "cfg/cfg_priv.h"
 
 /* Source lines (cfg_image_line): BFD's DWARF reader with a cache in front. */
@@ -726,7 +727,7 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r)
     }
     if (total == 0)
         return 0;
-    img->relocs = calloc(total, sizeof(cfg_reloc_t));
+    img->relocs = qp_calloc_whole(total, sizeof(cfg_reloc_t)); /* chromium's: 44 MB */
     if (img->relocs == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < n; i++) {

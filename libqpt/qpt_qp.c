@@ -42,8 +42,87 @@ module_of(const qpt_qp_set_t *s, const char *exe, int one, const qp_profile_t *p
     return -1;
 }
 
+/* The counters and dumps of S's profiles read (those qp_profile_open checked): 0, or
+ * the first failure with S->read_why. */
+static int
+fill_profiles(qpt_qp_set_t *s)
+{
+    char w[512];
+    int rc = 0;
+    for (int i = 0; i < s->nfiles; i++) {
+        qp_profile_pending_t *pd = s->pending[i];
+        s->pending[i] = NULL;
+        if (rc == 0 && (rc = qp_profile_fill(pd, &s->ps[i], w, sizeof(w))) < 0)
+            fail_path(rc, s->read_why, sizeof(s->read_why), s->files[i], w);
+        else if (rc < 0)
+            qp_profile_close(pd);
+    }
+    return rc;
+}
+
+static void *
+reader_main(void *arg)
+{
+    qpt_qp_set_t *s = arg;
+    s->read_rc = fill_profiles(s);
+    return NULL;
+}
+
 int
-qpt_qp_set_read(const char *const *files, int nfiles, const char *exe, int one,
+qpt_qp_set_wait(qpt_qp_set_t *s, char *why, size_t whylen)
+{
+    if (s == NULL)
+        return QPT_EINVAL;
+    if (s->reading) {
+        pthread_join(s->reader, NULL);
+        s->reading = 0;
+    }
+    if (s->read_rc < 0 && why != NULL && whylen > 0)
+        snprintf(why, whylen, "%s", s->read_why);
+    return s->read_rc;
+}
+
+/* RC, or the failure of S's counters' read (another thread's: it came first when the
+ * counters were read at once), with WHY. */
+static int
+read_first(qpt_qp_set_t *s, int rc, char *why, size_t whylen)
+{
+    return qpt_qp_set_wait(s, NULL, 0) < 0 ? qpt_qp_set_wait(s, why, whylen) : rc;
+}
+
+/* The profiles' headers read and checked, each into S->pending. */
+static int
+open_profiles(qpt_qp_set_t *s, char *why, size_t whylen)
+{
+    char w[512];
+    s->pending = calloc((size_t)s->nfiles, sizeof(*s->pending));
+    if (s->pending == NULL)
+        return fail_path(QPT_ENOMEM, why, whylen, s->files[0], qpt_strerror(QPT_ENOMEM));
+    for (int i = 0; i < s->nfiles; i++) {
+        int rc = qp_profile_open(s->files[i], &s->ps[i], &s->pending[i], w, sizeof(w));
+        if (rc < 0)
+            return fail_path(rc, why, whylen, s->files[i], w);
+    }
+    return 0;
+}
+
+/* The profiles of S read: at once, or their counters on another thread (BACKGROUND;
+ * at once when no thread starts). */
+static int
+read_profiles(qpt_qp_set_t *s, int background, char *why, size_t whylen)
+{
+    int rc = open_profiles(s, why, whylen);
+    if (rc == 0 && background && pthread_create(&s->reader, NULL, reader_main, s) == 0) {
+        s->reading = 1;
+        return 0;
+    }
+    if (rc == 0)
+        s->read_rc = fill_profiles(s);
+    return rc < 0 ? rc : qpt_qp_set_wait(s, why, whylen);
+}
+
+int
+qpt_qp_set_read(const char *const *files, int nfiles, const char *exe, unsigned flags,
                 qpt_qp_set_t **out, char *why, size_t whylen)
 {
     if (out == NULL)
@@ -54,19 +133,19 @@ qpt_qp_set_read(const char *const *files, int nfiles, const char *exe, int one,
     for (int i = 0; i < nfiles; i++)
         if (files[i] == NULL)
             return QPT_EINVAL;
+    int one = (flags & QPT_QP_ONE) != 0;
     qpt_qp_set_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return fail_path(QPT_ENOMEM, why, whylen, files[0], qpt_strerror(QPT_ENOMEM));
     s->ps = calloc((size_t)nfiles, sizeof(qp_profile_t));
     s->nfiles = nfiles;
+    s->files = files;
     s->mods = calloc((size_t)nfiles, sizeof(qpt_qp_t));
     int rc = s->ps && s->mods ? 0 : QPT_ENOMEM;
     if (rc < 0)
         fail_path(rc, why, whylen, files[0], qpt_strerror(rc));
-    char w[512];
-    for (int i = 0; rc == 0 && i < nfiles; i++)
-        if ((rc = qp_profile_read(files[i], &s->ps[i], w, sizeof(w))) < 0)
-            fail_path(rc, why, whylen, files[i], w);
+    if (rc == 0)
+        rc = read_profiles(s, (flags & QPT_QP_BACKGROUND) != 0, why, whylen);
     if (rc == 0 && exe == NULL && !one && s->ps[0].hdr.exe[0] == '\0')
         rc = fail_path(QPT_EINVAL, why, whylen, files[0],
                        "the profile does not name its executable: use --exe");
@@ -91,6 +170,8 @@ qpt_qp_set_read(const char *const *files, int nfiles, const char *exe, int one,
         m->ps[m->nfiles++] = &s->ps[i];
     }
     if (rc < 0) {
+        /* The read's failure first (it came first when read at once). */
+        rc = read_first(s, rc, why, whylen);
         qpt_qp_set_free(s);
         return rc;
     }
@@ -111,6 +192,10 @@ qpt_qp_set_free(qpt_qp_set_t *s)
 {
     if (s == NULL)
         return;
+    qpt_qp_set_wait(s, NULL, 0);
+    for (int i = 0; s->pending != NULL && i < s->nfiles; i++)
+        qp_profile_close(s->pending[i]);
+    free(s->pending);
     for (uint32_t k = 0; s->mods != NULL && k < s->nmods; k++) {
         qpt_qp_t *m = &s->mods[k];
         free_names(m->plt_names, m->rep.nplt);
@@ -206,7 +291,9 @@ qpt_qp_set_merge(qpt_qp_set_t *s, const char *output, char *why, size_t whylen)
 {
     if (s == NULL || output == NULL || s->nmods == 0)
         return QPT_EINVAL;
-    int rc = merge_profiles(&s->mods[0], NULL, why, whylen);
+    int rc = qpt_qp_set_wait(s, why, whylen);
+    if (rc == 0)
+        rc = merge_profiles(&s->mods[0], NULL, why, whylen);
     char w[512];
     if (rc == 0 && (rc = qp_profile_write(output, &s->mods[0].prof, w, sizeof(w))) < 0)
         fail_path(rc, why, whylen, output, w);
@@ -311,6 +398,9 @@ qpt_qp_load(qpt_qp_t *m, unsigned flags, void (*progress)(void *, const char *),
         qp_desc_set_release(&m->desc, release_image, m->img);
     }
     phase(progress, arg, "summing the profiles");
+    /* The counters may still be read (QPT_QP_BACKGROUND). */
+    if (m->set != NULL)
+        rc = read_first(m->set, rc, why, whylen);
     if (rc == 0)
         rc = merge_profiles(m, &m->desc, why, whylen);
     /* Without unwind tables the dumps stay unused; the report says so. */

@@ -7,6 +7,8 @@
  * and loading modules (qpt_qp.c) and the views over a loaded module (qpt_qp_view.c:
  * counts, call graph, lines, code, several modules). Everything here is report/'s.
  */
+#include <pthread.h>
+
 #include "include/qpt/qpt.h"
 #include "include/qpt/qpt_qp.h"
 #include "report/qp_report.h"
@@ -34,7 +36,14 @@ struct qpt_qp_set {
     uint32_t nmods;          /* how many */
     qp_profile_t *ps;        /* every profile read */
     int nfiles;              /* how many */
+    const char *const *files; /* their paths (the caller's) */
     cfg_image_t *original;   /* qpt_qp_set_original, or NULL */
+    /* QPT_QP_BACKGROUND: the profiles' counters read on another thread. */
+    qp_profile_pending_t **pending; /* per profile: what is left to read, or NULL */
+    pthread_t reader;        /* the thread reading them */
+    int reading;             /* it runs (not joined yet) */
+    int read_rc;             /* its result, once joined; WHY below */
+    char read_why[1024];
 };
 
 /* The image whose code M's listings read: the original when given, else M's. */

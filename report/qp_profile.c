@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/qp_huge.h"
 #include "report/qp_profile.h"
 
 void
@@ -244,47 +245,63 @@ owner_runs(const qp_prof_slot_t *s)
     return p != NULL && strtoull(p + 1, NULL, 10) == s->start;
 }
 
+/* The slot table TAB of profile OUT (SIZE bytes) checked: every slot in use in a known
+ * state, its counters within the file, its journal's counter among the counters. */
 static int
-add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
+check_slots(const qp_prof_slot_t *tab, uint64_t size, const qp_profile_t *out, char *why,
+            size_t whylen)
 {
     prof_layout_t l = layout_of(out->hdr.ncounters);
-    qp_prof_slot_t *tab = malloc(QP_PROF_MAX_SLOTS * sizeof(qp_prof_slot_t));
-    uint64_t *buf = malloc(SLOT_CHUNK * sizeof(uint64_t));
-    int rc = tab == NULL || buf == NULL
-        ? QP_ENOMEM
-        : read_at(fd, tab, QP_PROF_MAX_SLOTS * sizeof(*tab), l.slots_off);
-    /* A journal names a base counter (the runtime completes journals before any other
-     * fold changes the base). */
-    for (uint64_t k = 0; rc == 0 && k < QP_PROF_MAX_SLOTS; k++)
-        if (tab[k].state == QP_SLOT_FOLDING && tab[k].jour_valid
-            && tab[k].jour_index < out->hdr.ncounters)
-            out->counters[tab[k].jour_index]
-                = sat_add(tab[k].jour_base, tab[k].jour_value, &out->saturated);
-    for (uint64_t k = 0; rc == 0 && k < QP_PROF_MAX_SLOTS; k++) {
+    for (uint64_t k = 0; k < QP_PROF_MAX_SLOTS; k++) {
         const qp_prof_slot_t *s = &tab[k];
+        uint64_t off = l.slotc_off + k * l.cbytes;
         if (s->state == QP_SLOT_FREE)
             continue;
-        uint64_t off = l.slotc_off + k * l.cbytes;
         if (s->state != QP_SLOT_OWNED && s->state != QP_SLOT_FOLDING) {
             qp_why(why, whylen, "malformed profile (slot %llu in state %u)",
                 (unsigned long long)k, s->state);
-            rc = QP_EFORMAT;
-        } else if (off > size || size - off < l.cbytes) {
+            return QP_EFORMAT;
+        }
+        if (off > size || size - off < l.cbytes) {
             qp_why(why, whylen, "profile truncated (the counters of slot %llu)",
                 (unsigned long long)k);
-            rc = QP_EFORMAT;
-        } else if (s->state == QP_SLOT_FOLDING && s->jour_valid
+            return QP_EFORMAT;
+        }
+        if (s->state == QP_SLOT_FOLDING && s->jour_valid
             && s->jour_index >= out->hdr.ncounters) {
             qp_why(why, whylen, "malformed profile (slot %llu's journal)",
                 (unsigned long long)k);
-            rc = QP_EFORMAT;
+            return QP_EFORMAT;
         }
-        if (rc < 0)
-            break;
+    }
+    return 0;
+}
+
+/* Add the counters of every slot in use of the checked table TAB to OUT->counters (the
+ * base counters). */
+static int
+add_slots(int fd, const qp_prof_slot_t *tab, qp_profile_t *out, char *why, size_t whylen)
+{
+    prof_layout_t l = layout_of(out->hdr.ncounters);
+    uint64_t *buf = malloc(SLOT_CHUNK * sizeof(uint64_t));
+    if (buf == NULL)
+        return QP_ENOMEM;
+    /* A journal names a base counter (the runtime completes journals before any other
+     * fold changes the base). */
+    for (uint64_t k = 0; k < QP_PROF_MAX_SLOTS; k++)
+        if (tab[k].state == QP_SLOT_FOLDING && tab[k].jour_valid)
+            out->counters[tab[k].jour_index]
+                = sat_add(tab[k].jour_base, tab[k].jour_value, &out->saturated);
+    int rc = 0;
+    for (uint64_t k = 0; k < QP_PROF_MAX_SLOTS; k++) {
+        const qp_prof_slot_t *s = &tab[k];
+        if (s->state == QP_SLOT_FREE)
+            continue;
         /* A journal's counter is already in the base counter. */
         uint64_t j = s->state == QP_SLOT_FOLDING && s->jour_valid ? s->jour_index
                                                                  : out->hdr.ncounters;
-        int over = add_slot(fd, off, out->counters, out->hdr.ncounters, j, buf);
+        int over = add_slot(fd, l.slotc_off + k * l.cbytes, out->counters,
+                            out->hdr.ncounters, j, buf);
         if (over < 0) {
             rc = over;
             if (rc == QP_EFORMAT)
@@ -299,7 +316,6 @@ add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
             out->running_pid = s->pid;
         }
     }
-    free(tab);
     free(buf);
     return rc;
 }
@@ -316,8 +332,18 @@ lock_shared(int fd)
     }
 }
 
+/* What qp_profile_open checked and qp_profile_fill reads from. */
+struct qp_profile_pending {
+    int fd;              /* the file, under a shared lock when one was granted */
+    uint64_t size;       /* its size */
+    qp_prof_slot_t *tab; /* its slot table */
+};
+
+/* The header and slot table of the profile FD (PD->size bytes) read into OUT and PD,
+ * and checked. */
 static int
-read_profile_fd(int fd, qp_profile_t *out, char *why, size_t whylen)
+check_profile_fd(int fd, qp_profile_pending_t *pd, qp_profile_t *out, char *why,
+                 size_t whylen)
 {
     struct stat st;
     if (fstat(fd, &st) < 0)
@@ -333,23 +359,47 @@ read_profile_fd(int fd, qp_profile_t *out, char *why, size_t whylen)
         return QP_EFORMAT;
     }
     lock_shared(fd);
-    int rc = read_at(fd, &out->hdr, sizeof(out->hdr), 0);
-    if (rc < 0)
-        return rc;
+    pd->size = size;
+    QP_CHECK(read_at(fd, &out->hdr, sizeof(out->hdr), 0));
     QP_CHECK(check_prof_header(&out->hdr, size, why, whylen));
+    if ((pd->tab = malloc(QP_PROF_MAX_SLOTS * sizeof(qp_prof_slot_t))) == NULL)
+        return QP_ENOMEM;
+    QP_CHECK(read_at(fd, pd->tab, QP_PROF_MAX_SLOTS * sizeof(qp_prof_slot_t),
+                     layout_of(out->hdr.ncounters).slots_off));
+    return check_slots(pd->tab, size, out, why, whylen);
+}
+
+/* The counters (base and slots) and dumps of the checked profile PD into OUT. */
+static int
+fill_profile_fd(const qp_profile_pending_t *pd, qp_profile_t *out, char *why, size_t whylen)
+{
     out->counters = malloc(out->hdr.ncounters ? out->hdr.ncounters * 8 : 1);
     if (out->counters == NULL)
         return QP_ENOMEM;
-    rc = read_at(fd, out->counters, out->hdr.ncounters * 8, QP_PROF_HDR_SIZE);
+    qp_huge_advise(out->counters, out->hdr.ncounters * 8);
+    int rc = read_at(pd->fd, out->counters, out->hdr.ncounters * 8, QP_PROF_HDR_SIZE);
     if (rc == QP_EFORMAT)
         qp_why(why, whylen, "profile truncated while reading its counters");
     if (rc < 0)
         return rc;
-    QP_CHECK(add_slots(fd, size, out, why, whylen));
+    QP_CHECK(add_slots(pd->fd, pd->tab, out, why, whylen));
     if (out->hdr.flags & QP_PROF_SATURATED)
         out->saturated = 1;
     out->nfiles = 1;
-    return read_dumps(fd, size, out);
+    return read_dumps(pd->fd, pd->size, out);
+}
+
+/* A failure RC of reading a profile: WHY said for an I/O error or memory, OUT freed,
+ * errno kept. */
+static int
+read_failed(int rc, qp_profile_t *out, char *why, size_t whylen)
+{
+    int saved = errno;
+    if (rc == QP_EIO || rc == QP_ENOMEM)
+        qp_why(why, whylen, "%s", rc == QP_EIO ? strerror(saved) : qp_strerror(rc));
+    qp_profile_free(out);
+    errno = saved;
+    return rc;
 }
 
 int
@@ -386,11 +436,24 @@ qp_file_open_read(const char *path, char *why, size_t whylen)
     return fd;
 }
 
-int
-qp_profile_read(const char *path, qp_profile_t *out, char *why, size_t whylen)
+void
+qp_profile_close(qp_profile_pending_t *pd)
 {
-    if (path == NULL || out == NULL)
+    if (pd == NULL)
+        return;
+    if (pd->fd >= 0)
+        close(pd->fd);
+    free(pd->tab);
+    free(pd);
+}
+
+int
+qp_profile_open(const char *path, qp_profile_t *out, qp_profile_pending_t **pdp, char *why,
+                size_t whylen)
+{
+    if (path == NULL || out == NULL || pdp == NULL)
         return QP_EINVAL;
+    *pdp = NULL;
     memset(out, 0, sizeof(*out));
     qp_why(why, whylen, "%s", "");
     int fd = qp_file_open_read(path, why, whylen);
@@ -398,16 +461,43 @@ qp_profile_read(const char *path, qp_profile_t *out, char *why, size_t whylen)
         qp_why(why, whylen, "not a qp profile (not a regular file)");
     if (fd < 0)
         return fd;
-    int rc = read_profile_fd(fd, out, why, whylen);
-    int saved = errno;
-    close(fd);
-    if (rc < 0) {
-        if (rc == QP_EIO || rc == QP_ENOMEM)
-            qp_why(why, whylen, "%s", rc == QP_EIO ? strerror(saved) : qp_strerror(rc));
-        qp_profile_free(out);
-        errno = saved;
+    qp_profile_pending_t *pd = calloc(1, sizeof(*pd));
+    if (pd == NULL) {
+        close(fd);
+        return read_failed(QP_ENOMEM, out, why, whylen);
     }
+    pd->fd = fd;
+    int rc = check_profile_fd(fd, pd, out, why, whylen);
+    if (rc < 0) {
+        rc = read_failed(rc, out, why, whylen);
+        int saved = errno;
+        qp_profile_close(pd);
+        errno = saved;
+        return rc;
+    }
+    *pdp = pd;
+    return 0;
+}
+
+int
+qp_profile_fill(qp_profile_pending_t *pd, qp_profile_t *out, char *why, size_t whylen)
+{
+    if (pd == NULL || out == NULL)
+        return QP_EINVAL;
+    int rc = fill_profile_fd(pd, out, why, whylen);
+    rc = rc < 0 ? read_failed(rc, out, why, whylen) : 0;
+    int saved = errno;
+    qp_profile_close(pd);
+    errno = saved;
     return rc;
+}
+
+int
+qp_profile_read(const char *path, qp_profile_t *out, char *why, size_t whylen)
+{
+    qp_profile_pending_t *pd;
+    int rc = qp_profile_open(path, out, &pd, why, whylen);
+    return rc < 0 ? rc : qp_profile_fill(pd, out, why, whylen);
 }
 
 /*****************************************************************************

@@ -55,6 +55,20 @@ int
 qp_profile_read(const char *path, qp_profile_t *out /*OUT*/, char *why, size_t whylen);
 
 /*
+ * qp_profile_read in two steps, for a caller that reads the counters meanwhile on
+ * another thread: qp_profile_open opens PATH and reads and checks all that
+ * qp_profile_read checks of it (the header, the layout, the slot table), with the same
+ * failures and words, into OUT's header and *PD (close it with qp_profile_close if
+ * qp_profile_fill is not called); qp_profile_fill reads the counters and dumps into OUT
+ * and closes PD: it fails only on I/O errors, memory, or a file cut short meanwhile.
+ */
+typedef struct qp_profile_pending qp_profile_pending_t;
+int qp_profile_open(const char *path, qp_profile_t *out /*OUT*/,
+                    qp_profile_pending_t **pd /*OUT*/, char *why, size_t whylen);
+int qp_profile_fill(qp_profile_pending_t *pd, qp_profile_t *out, char *why, size_t whylen);
+void qp_profile_close(qp_profile_pending_t *pd);
+
+/*
  * Refuse a profile P that does not belong to the description D: another id (WHY:
  * "belongs to another executable or another rewrite ...") or another number of
  * counters. Returns 0 or QP_EFORMAT with one line in WHY.

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cfg/cfg.h"
+#include "base/qp_huge.h"
 #include "report/qp_report.h"
 
 void
@@ -508,7 +509,7 @@ collect_results(qp_report_t *r, void (*phase)(void *arg, const char *name), void
     uint32_t n = d->hdr.nprocs;
     qp_entry_map_t local = { 0 }; /* filled by qp_desc_entry_map when it builds one */
     walk_t w = { r, NULL, calloc(n + 1, sizeof(uint32_t)), 0 };
-    r->procs = calloc(n ? n : 1, sizeof(qp_proc_result_t));
+    r->procs = qp_calloc_whole(n ? n : 1, sizeof(qp_proc_result_t));
     r->unmeasured = calloc(n ? n : 1, sizeof(uint32_t));
     int rc = w.row && r->procs && r->unmeasured && qp_desc_keys(d) != NULL
             && qp_desc_entry_map(d, &local, &w.map) == 0

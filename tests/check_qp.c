@@ -1973,6 +1973,60 @@ START_TEST(test_qp_profile_slots)
 }
 END_TEST
 
+/*
+ * A profile read in two steps (qp report reads the counters on another thread): every
+ * check of the file in the first, with qp_profile_read's words; the second fails only
+ * on a file cut short meanwhile, and leaves the profile empty.
+ */
+START_TEST(test_qp_profile_open_fill)
+{
+    make_tmpdir();
+    qp_profile_t p, back, one;
+    make_profile(&p, 0x78, 600, 3, 1);
+    char why[256] = "";
+    ck_assert_int_eq(qp_profile_write(tmp_path("s.qp"), &p, why, sizeof(why)), 0);
+    size_t n;
+    uint8_t *b = read_file(tmp_path("s.qp"), &n);
+    const qp_prof_hdr_t *h = (const qp_prof_hdr_t *)b;
+    /* Slot 0 in use, its counters past the end of the file: refused by the first step. */
+    qp_prof_slot_t *tab = (qp_prof_slot_t *)(b + h->slots_off);
+    tab[0].state = QP_SLOT_OWNED;
+    write_file(tmp_path("short.qp"), b, n);
+    qp_profile_pending_t *pd;
+    ck_assert_int_eq(qp_profile_open(tmp_path("short.qp"), &back, &pd, why, sizeof(why)),
+                     QP_EFORMAT);
+    ck_assert_ptr_null(pd);
+    ck_assert_str_eq(why, "profile truncated (the counters of slot 0)");
+    ck_assert_int_eq(qp_profile_read(tmp_path("short.qp"), &one, why, sizeof(why)), QP_EFORMAT);
+    ck_assert_str_eq(why, "profile truncated (the counters of slot 0)");
+    /* Both steps: what qp_profile_read gives. */
+    ck_assert_int_eq(qp_profile_open(tmp_path("s.qp"), &back, &pd, why, sizeof(why)), 0);
+    ck_assert_uint_eq(back.hdr.id, 0x78);
+    ck_assert_ptr_null(back.counters);
+    ck_assert_int_eq(qp_profile_fill(pd, &back, why, sizeof(why)), 0);
+    ck_assert_int_eq(qp_profile_read(tmp_path("s.qp"), &one, why, sizeof(why)), 0);
+    ck_assert_int_eq(memcmp(back.counters, one.counters, 600 * 8), 0);
+    ck_assert_uint_eq(back.ndumps, one.ndumps);
+    ck_assert_uint_eq(back.nfiles, 1);
+    qp_profile_free(&back);
+    qp_profile_free(&one);
+    /* Cut short between the two: the second says so. */
+    ck_assert_int_eq(qp_profile_open(tmp_path("s.qp"), &back, &pd, why, sizeof(why)), 0);
+    ck_assert_int_eq(truncate(tmp_path("s.qp"), QP_PROF_HDR_SIZE + 100), 0);
+    ck_assert_int_eq(qp_profile_fill(pd, &back, why, sizeof(why)), QP_EFORMAT);
+    ck_assert_str_eq(why, "profile truncated while reading its counters");
+    ck_assert_ptr_null(back.counters);
+    /* Opened, never filled: closed. */
+    ck_assert_int_eq(qp_profile_write(tmp_path("s.qp"), &p, why, sizeof(why)), 0);
+    ck_assert_int_eq(qp_profile_open(tmp_path("s.qp"), &back, &pd, why, sizeof(why)), 0);
+    qp_profile_close(pd);
+    qp_profile_close(NULL);
+    free(b);
+    qp_profile_free(&p);
+    remove_tmpdir();
+}
+END_TEST
+
 /*****************************************************************************
  * Exit back-traces on this process's own stack
  */
@@ -2880,6 +2934,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_profile_check);
     tcase_add_test(tc, test_qp_profile_merge);
     tcase_add_test(tc, test_qp_profile_slots);
+    tcase_add_test(tc, test_qp_profile_open_fill);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("backtrace");

@@ -495,6 +495,44 @@ START_TEST(test_qpt_qp_refusals_and_merge)
 }
 END_TEST
 
+/* The counters read on another thread (QPT_QP_BACKGROUND): the same counts; the load
+ * waits for them, and refusals of the executable still come after the read. */
+START_TEST(test_qpt_qp_background_read)
+{
+    char prof[128], why[512] = "";
+    qp_profile(prof, sizeof(prof));
+    const char *files[] = { prof, prof };
+    qpt_qp_set_t *set;
+    ck_assert_int_eq(qpt_qp_set_read(files, 2, NULL, QPT_QP_BACKGROUND, &set, why,
+                                     sizeof(why)), 0);
+    ck_assert_uint_eq(qpt_qp_set_count(set), 1);
+    qpt_qp_t *m = qpt_qp_set_module(set, 0);
+    ck_assert_int_eq(qpt_qp_load(m, QPT_QP_LAZY, NULL, NULL, why, sizeof(why)), 0);
+    ck_assert_int_eq(qpt_qp_set_wait(set, why, sizeof(why)), 0);
+    ck_assert_uint_eq(qp_calls_of(m, "rec"), 22); /* two runs' */
+    qpt_qp_set_free(set);
+    /* Freed while the read may still run. */
+    ck_assert_int_eq(qpt_qp_set_read(files, 2, NULL, QPT_QP_BACKGROUND, &set, why,
+                                     sizeof(why)), 0);
+    qpt_qp_set_free(set);
+    /* An executable without a description: refused as without the flag. */
+    ck_assert_int_eq(qpt_qp_set_read(files, 1, QP_PROG, QPT_QP_BACKGROUND, &set, why,
+                                     sizeof(why)), 0);
+    ck_assert_int_lt(qpt_qp_load(qpt_qp_set_module(set, 0), 0, NULL, NULL, why, sizeof(why)),
+                     0);
+    ck_assert_ptr_nonnull(strstr(why, QP_PROG ": "));
+    qpt_qp_set_free(set);
+    /* A missing profile: refused by qpt_qp_set_read itself. */
+    char missing[128];
+    const char *none[] = { prof, path_of(missing, sizeof(missing), "none.qp") };
+    ck_assert_int_lt(qpt_qp_set_read(none, 2, NULL, QPT_QP_BACKGROUND, &set, why, sizeof(why)),
+                     0);
+    ck_assert_ptr_null(set);
+    ck_assert_ptr_nonnull(strstr(why, "none.qp: "));
+    ck_assert_int_eq(qpt_qp_set_wait(NULL, why, sizeof(why)), QPT_EINVAL);
+}
+END_TEST
+
 static Suite *
 qpt_report_suite(void)
 {
@@ -520,6 +558,7 @@ qpt_report_suite(void)
     tcase_add_test(tc, test_qpt_qp_counts_rows_and_calls);
     tcase_add_test(tc, test_qpt_qp_index_out_of_range);
     tcase_add_test(tc, test_qpt_qp_refusals_and_merge);
+    tcase_add_test(tc, test_qpt_qp_background_read);
     suite_add_tcase(s, tc);
     return s;
 }

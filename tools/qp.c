@@ -299,6 +299,16 @@ typedef struct module {
     qp_inputs_t in;           /* what the printers see */
 } module_t;
 
+/* Before a refusal of qp's own while the counters of the profiles S read are still
+ * read on another thread (QPT_QP_BACKGROUND): that read's failure, said instead (it came
+ * first when they were read at once); 0 when it read them. */
+static int
+read_failed(qpt_qp_set_t *s)
+{
+    char why[1024];
+    return qpt_qp_set_wait(s, why, sizeof(why)) < 0 ? fail_why(why) : 0;
+}
+
 /* The modules of S, each with its file. */
 static int
 modules_of(qpt_qp_set_t *s, module_t **mods, int *nmods, const char *first)
@@ -306,7 +316,7 @@ modules_of(qpt_qp_set_t *s, module_t **mods, int *nmods, const char *first)
     *nmods = (int)qpt_qp_set_count(s);
     *mods = calloc((size_t)*nmods + 1, sizeof(module_t));
     if (*mods == NULL)
-        return fail(first, qpt_strerror(QPT_ENOMEM));
+        return read_failed(s) ? EXIT_INPUT : fail(first, qpt_strerror(QPT_ENOMEM));
     for (int k = 0; k < *nmods; k++) {
         (*mods)[k].qp = qpt_qp_set_module(s, (uint32_t)k);
         (*mods)[k].exe = qpt_qp_exe((*mods)[k].qp);
@@ -323,7 +333,7 @@ cmd_merge(const qp_args_t *a)
 {
     char why[1024];
     qpt_qp_set_t *s;
-    if (qpt_qp_set_read((const char *const *)a->files, a->nfiles, NULL, 1, &s, why,
+    if (qpt_qp_set_read((const char *const *)a->files, a->nfiles, NULL, QPT_QP_ONE, &s, why,
                         sizeof(why)) < 0)
         return fail_why(why);
     int st = qpt_qp_set_merge(s, a->output, why, sizeof(why)) < 0 ? fail_why(why) : 0;
@@ -435,12 +445,16 @@ load_progress(void *arg, const char *phase)
 /* Load module M: its file, its description, its profiles summed and checked, its
  * report. */
 static int
-load_module(const qp_args_t *a, module_t *m)
+load_module(const qp_args_t *a, qpt_qp_set_t *set, module_t *m)
 {
     uint32_t nfiles;
     const char *const *files = qpt_qp_files(m->qp, &nfiles);
     if (a->exe == NULL && access(m->exe, F_OK) != 0) {
         /* The profile names where the program ran; it may have moved since. */
+        int saved = errno;
+        if (read_failed(set))
+            return EXIT_INPUT;
+        errno = saved;
         progress(NULL);
         fprintf(stderr, "qp: %s: %s (the executable %s names; use --exe)\n", m->exe,
                 strerror(errno), files[0]);
@@ -519,7 +533,7 @@ list_labels(const module_t *mods, int n, const uint8_t *sel, char *buf, size_t l
 
 /* The outputs that show one module: refused (2) without FUNC to choose it. */
 static int
-check_several(const qp_args_t *a, module_t *mods, int n)
+check_several(const qp_args_t *a, qpt_qp_set_t *set, module_t *mods, int n)
 {
     static const char *const opt[] = {
         [OUT_BLOCKS] = "--blocks without =FUNC", [OUT_EDGES] = "--edges without =FUNC",
@@ -529,6 +543,8 @@ check_several(const qp_args_t *a, module_t *mods, int n)
     set_labels(mods, n);
     if (a->out == OUT_FLAT || a->out == OUT_CSV || a->func != NULL)
         return 0;
+    if (read_failed(set))
+        return EXIT_INPUT;
     char buf[512];
     progress(NULL);
     fprintf(stderr, "qp: %s takes the profiles of one module; these are of %d (%s)%s\n",
@@ -662,15 +678,17 @@ cmd_report(const qp_args_t *a)
     show_progress = isatty(STDERR_FILENO) && !a->verbose;
     load_progress(NULL, "reading the profiles");
     int st = 0;
-    if (qpt_qp_set_read((const char *const *)a->files, a->nfiles, a->exe, 0, &set, why,
-                        sizeof(why)) < 0)
+    /* The counters are read (0.4 s of chromium's) while the executable is opened and its
+     * description read. */
+    if (qpt_qp_set_read((const char *const *)a->files, a->nfiles, a->exe, QPT_QP_BACKGROUND,
+                        &set, why, sizeof(why)) < 0)
         st = fail_why(why);
     if (st == 0)
         st = modules_of(set, &mods, &nmods, a->files[0]);
     if (st == 0 && nmods > 1)
-        st = check_several(a, mods, nmods);
+        st = check_several(a, set, mods, nmods);
     for (int k = 0; st == 0 && k < nmods; k++)
-        st = load_module(a, &mods[k]);
+        st = load_module(a, set, &mods[k]);
     if (st == 0 && a->original && qpt_qp_set_original(set, a->original, why, sizeof(why)) < 0)
         st = fail_why(why);
     progress("naming the procedures");

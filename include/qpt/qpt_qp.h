@@ -43,15 +43,37 @@ typedef struct qpt_qp qpt_qp_t;
  * Reading, loading, naming
  */
 
+/* qpt_qp_set_read's FLAGS. */
+enum {
+    QPT_QP_ONE = 1u << 0,        /* every profile into one module (qp merge) */
+    QPT_QP_BACKGROUND = 1u << 1, /* the counters read on another thread meanwhile */
+};
+
 /*
  * Read the profiles FILES[0 .. NFILES - 1] and sort them into modules: by the executable
  * each names (or the description id it has), in the order first named; all into one
- * module of the file EXE when EXE is not NULL, or of the first profile's file when ONE.
- * A profile that names no executable needs EXE (or ONE). *OUT: free with
- * qpt_qp_set_free. 0, or a QPT_E* code with WHY ("PATH: why", PATH the file at fault).
+ * module of the file EXE when EXE is not NULL, or of the first profile's file with
+ * QPT_QP_ONE. A profile that names no executable needs EXE (or QPT_QP_ONE). *OUT: free
+ * with qpt_qp_set_free. 0, or a QPT_E* code with WHY ("PATH: why", PATH the file at
+ * fault).
+ *
+ * With QPT_QP_BACKGROUND, each profile's header and layout are read and checked before
+ * this returns, and its counters and dumps (chromium's: 0.4 s of reading) are read on
+ * another thread while the caller goes on (qpt_qp_load opens the executable and reads
+ * its description meanwhile, and waits for them before summing; FILES must stay valid
+ * until then). That read can still fail (an I/O error, a file cut short meanwhile):
+ * qpt_qp_set_wait says so, and qpt_qp_load's failure is then the read's.
  */
-int qpt_qp_set_read(const char *const *files, int nfiles, const char *exe, int one,
+int qpt_qp_set_read(const char *const *files, int nfiles, const char *exe, unsigned flags,
                     qpt_qp_set_t **out /*OUT*/, char *why, size_t whylen);
+
+/*
+ * Wait for the counters qpt_qp_set_read reads with QPT_QP_BACKGROUND (at once without):
+ * 0, or the QPT_E* code with WHY that qpt_qp_set_read would have returned had it read
+ * them itself. A caller refusing something before qpt_qp_load tells this failure
+ * first, as it comes first without QPT_QP_BACKGROUND.
+ */
+int qpt_qp_set_wait(qpt_qp_set_t *s, char *why, size_t whylen);
 
 /* Free S, its modules and what they gave. NULL is fine. */
 void qpt_qp_set_free(qpt_qp_set_t *s);
@@ -68,7 +90,7 @@ qpt_qp_t *qpt_qp_set_module(const qpt_qp_set_t *s, uint32_t k);
 int qpt_qp_set_original(qpt_qp_set_t *s, const char *path, char *why, size_t whylen);
 
 /*
- * Sum the profiles of S's first module (read with ONE) without a description and write
+ * Sum the profiles of S's first module (read with QPT_QP_ONE) without a description and write
  * the sum to OUTPUT (qp merge): written whole or not at all. 0, or a QPT_E* code with
  * WHY ("PATH: why").
  */
