@@ -352,13 +352,14 @@ cfg_gap_only(const cfg_bproc_t *bp)
 }
 
 /* Note procedure I, just built, for the noreturn analysis: its calls may go elsewhere
- * now (build_proc set nr_dirty). */
+ * now (build_proc set nr_dirty); and for the gap sweeps: its blocks changed. */
 void
 cfg_note_built(cfg_builder_t *b, uint32_t i)
 {
     cfg_bproc_t *bp = cfg_discover_proc(b, i);
     if (CFG_VEC_PUSH(b->nr_dirty, bp->p.entry) < 0)
         b->nr_dirty_lost = 1;
+    cfg_spans_dirty(b, bp);
 }
 
 /* The lists of a traversal T. */

@@ -197,8 +197,10 @@ assign_ranges(cfg_builder_t *b)
         cfg_bproc_t *f = cfg_bproc_at(b, frag.v[j]);
         rc = CFG_VEC_PUSH(cfg_bproc_at(b, parent.v[j])->ranges,
                           ((cfg_range_t) { f->p.start, f->p.end }));
-        if (f->blocks.n > 0)
+        if (f->blocks.n > 0) {
             f->blocks_ver = cfg_blocks_changed(b);
+            cfg_spans_dirty(b, f);
+        }
         f->blocks.n = f->edges.n = f->noret_sites.n = f->ntail = 0; /* a fragment has no
                                                                      * blocks of its own */
         f->entry_block = CFG_NONE;
@@ -230,12 +232,8 @@ assign_ranges(cfg_builder_t *b)
  * Gaps: code no procedure reaches
  */
 
-typedef struct span {
-    uint64_t start, end;
-} span_t;
-
-
-typedef CFG_VEC(span_t) span_vec_t;
+typedef cfg_range_t span_t;
+typedef cfg_range_vec_t span_vec_t;
 
 /*
  * Push the blocks of BP that start in [LO, HI) (blocks are in address order), adjacent
@@ -287,23 +285,183 @@ push_spans_in(cfg_bproc_t *holder, const cfg_bproc_t *bp, uint64_t lo, uint64_t 
     return 0;
 }
 
-/* Every block as a span, in address order without sorting: procedures are in address
- * order with disjoint extents; a fragment's blocks are its parent's, within its extent. */
 static int
-collect_spans(cfg_builder_t *b, span_vec_t *v)
+cmp_span(const void *a, const void *b)
 {
-    v->n = 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = cfg_bproc_walk(b, i);
-        if (bp->p.flags & CFG_PROC_FRAGMENT) {
-            uint32_t pi = cfg_proc_by_entry(b, bp->parent_entry);
-            if (pi != CFG_NONE)
-                QP_CHECK(
-                    push_spans_in(bp, cfg_bproc_at(b, pi), bp->p.start, bp->p.end, v));
-        } else
-            QP_CHECK(push_spans_in(bp, bp, bp->p.start, bp->p.end, v));
-    }
+    const span_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* *TO = FROM's values, sorted. */
+static int
+sorted_copy(const cfg_u64_vec_t *from, cfg_u64_vec_t *to)
+{
+    to->n = 0;
+    for (size_t i = 0; i < from->n; i++)
+        QP_CHECK(CFG_VEC_PUSH(*to, from->v[i]));
+    if (to->n > 1)
+        qsort(to->v, to->n, sizeof(uint64_t), cfg_u64_cmp);
     return 0;
+}
+
+/* The runs of the holder at index I: its blocks', or its parent's when a fragment. */
+static int
+push_holder_spans(cfg_builder_t *b, size_t i, span_vec_t *v)
+{
+    cfg_bproc_t *bp = cfg_bproc_walk(b, i);
+    if (!(bp->p.flags & CFG_PROC_FRAGMENT))
+        return push_spans_in(bp, bp, bp->p.start, bp->p.end, v);
+    uint32_t pi = cfg_proc_by_entry(b, bp->parent_entry);
+    return pi != CFG_NONE ? push_spans_in(bp, cfg_bproc_at(b, pi), bp->p.start, bp->p.end, v)
+                          : 0;
+}
+
+void
+cfg_spans_dirty(cfg_builder_t *b, const cfg_bproc_t *bp)
+{
+    if (b->spans.valid && CFG_VEC_PUSH(b->spans.dirty, bp->p.entry) < 0)
+        b->spans.valid = 0;
+}
+
+void
+cfg_spans_cut(cfg_builder_t *b, const cfg_bproc_t *bp)
+{
+    if (b->spans.valid && bp->covered_hi > bp->covered_lo
+        && CFG_VEC_PUSH(b->spans.cut, ((span_t) { bp->covered_lo, bp->covered_hi })) < 0)
+        b->spans.valid = 0;
+}
+
+/* Append V[FROM, TO) to *OUT. */
+static int
+append_spans(span_vec_t *out, const span_t *v, size_t from, size_t to)
+{
+    if (to == from)
+        return 0;
+    QP_CHECK(CFG_VEC_FIT(*out, out->n + (to - from)));
+    memcpy(out->v + out->n, v + from, (to - from) * sizeof(span_t));
+    out->n += to - from;
+    return 0;
+}
+
+/* Where the procedure at ENTRY had its runs when they were last collected, and its
+ * extent now, into D (nothing when it is no more: cfg_spans_cut noted it). */
+static int
+push_dirty_proc(const cfg_builder_t *b, uint64_t entry, span_vec_t *d)
+{
+    uint32_t i = cfg_proc_by_entry(b, entry);
+    if (i == CFG_NONE)
+        return 0;
+    const cfg_bproc_t *bp = cfg_bproc_at(b, i);
+    if (bp->covered_hi > bp->covered_lo)
+        QP_CHECK(CFG_VEC_PUSH(*d, ((span_t) { bp->covered_lo, bp->covered_hi })));
+    uint64_t end = bp->p.end > bp->p.start ? bp->p.end : bp->p.start + 1;
+    return CFG_VEC_PUSH(*d, ((span_t) { bp->p.start, end }));
+}
+
+static int
+push_dirty_procs(const cfg_builder_t *b, const cfg_u64_vec_t *entries, span_vec_t *d)
+{
+    for (size_t k = 0; k < entries->n; k++)
+        QP_CHECK(push_dirty_proc(b, entries->v[k], d));
+    return 0;
+}
+
+/* R widened to the whole extents of the procedures it meets (extents are disjoint). */
+static span_t
+whole_extents(const cfg_builder_t *b, span_t r)
+{
+    size_t i = cfg_u64_lower_bound(b->entry.v, b->entry.n, r.start + 1);
+    const cfg_bproc_t *bp = i > 0 ? cfg_bproc_at(b, i - 1) : NULL;
+    if (bp != NULL && bp->p.start <= r.start && r.start < bp->p.end)
+        r.start = bp->p.start;
+    i = cfg_u64_lower_bound(b->entry.v, b->entry.n, r.end);
+    bp = i > 0 ? cfg_bproc_at(b, i - 1) : NULL;
+    if (bp != NULL && bp->p.start < r.end && r.end < bp->p.end)
+        r.end = bp->p.end;
+    return r;
+}
+
+/*
+ * The addresses whose runs are to be collected again, in *D (sorted, disjoint, each
+ * made of whole extents): where the procedures that changed or were dropped had runs
+ * and lie now, and every fragment's (a parent's blocks may have changed under it);
+ * everything when the notes are not to be trusted.
+ */
+static int
+spans_dirty_ranges(const cfg_builder_t *b, span_vec_t *d)
+{
+    const cfg_spans_t *s = &b->spans;
+    d->n = 0;
+    if (!s->valid)
+        return CFG_VEC_PUSH(*d, ((span_t) { 0, UINT64_MAX }));
+    QP_CHECK(append_spans(d, s->cut.v, 0, s->cut.n));
+    QP_CHECK(push_dirty_procs(b, &s->dirty, d));
+    QP_CHECK(push_dirty_procs(b, &s->frags, d));
+    QP_CHECK(push_dirty_procs(b, &b->frags, d));
+    qsort(d->v, d->n, sizeof(span_t), cmp_span);
+    size_t m = 0;
+    for (size_t k = 0; k < d->n; k++) {
+        span_t r = whole_extents(b, d->v[k]);
+        if (m > 0 && r.start <= d->v[m - 1].end) {
+            if (r.end > d->v[m - 1].end)
+                d->v[m - 1].end = r.end;
+        } else
+            d->v[m++] = r;
+    }
+    d->n = m;
+    return 0;
+}
+
+static void
+spans_free(cfg_spans_t *s)
+{
+    CFG_VEC_FREE(s->runs);
+    CFG_VEC_FREE(s->tmp);
+    CFG_VEC_FREE(s->dirty);
+    CFG_VEC_FREE(s->cut);
+    CFG_VEC_FREE(s->frags);
+    s->valid = 0;
+}
+
+/*
+ * Every block as a span in b->spans.runs, in address order without sorting:
+ * procedures are in address order with disjoint extents; a fragment's blocks are its
+ * parent's, within its extent. The runs of the last call are taken again outside the
+ * ranges of spans_dirty_ranges (most of chromium's 670,000 procedures are the same from
+ * one sweep to the next: walking them all was as long as a late sweep itself).
+ */
+static int
+collect_spans(cfg_builder_t *b)
+{
+    cfg_spans_t *s = &b->spans;
+    span_vec_t d = { 0 };
+    int rc = spans_dirty_ranges(b, &d);
+    const span_vec_t *old = &s->runs;
+    span_vec_t *out = &s->tmp;
+    size_t k = 0;
+    out->n = 0;
+    for (size_t r = 0; r < d.n && rc == 0; r++) {
+        size_t from = k;
+        while (k < old->n && old->v[k].start < d.v[r].start)
+            k++;
+        rc = append_spans(out, old->v, from, k);
+        while (k < old->n && old->v[k].start < d.v[r].end)
+            k++;
+        size_t i = cfg_u64_lower_bound(b->entry.v, b->entry.n, d.v[r].start);
+        for (; rc == 0 && i < b->procs.n && b->entry.v[i] < d.v[r].end; i++)
+            rc = push_holder_spans(b, i, out);
+    }
+    if (rc == 0)
+        rc = append_spans(out, old->v, k, old->n);
+    span_vec_t t = s->runs;
+    s->runs = s->tmp;
+    s->tmp = t;
+    s->dirty.n = s->cut.n = s->frags.n = 0;
+    if (rc == 0)
+        rc = sorted_copy(&b->frags, &s->frags);
+    s->valid = rc == 0;
+    CFG_VEC_FREE(d);
+    return rc;
 }
 
 /* Walk the uncovered parts of code sections; FN gets each gap. */
@@ -378,13 +536,6 @@ spans_sorted(const span_vec_t *v)
         if (v->v[i - 1].start > v->v[i].start)
             return 0;
     return 1;
-}
-
-static int
-cmp_span(const void *a, const void *b)
-{
-    const span_t *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
 }
 
 /*
@@ -1156,6 +1307,7 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->parents);
     CFG_VEC_FREE(b->nr_dirty);
     CFG_VEC_FREE(b->plt_held);
+    spans_free(&b->spans);
     cfg_nr_deps_free(b->nr);
     b->nr = NULL;
     for (size_t i = 0; i < b->strings.n; i++)
@@ -1428,18 +1580,6 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b, const cfg_u64_vec_t *noret)
     return n;
 }
 
-/* *TO = FROM's values, sorted. */
-static int
-sorted_copy(const cfg_u64_vec_t *from, cfg_u64_vec_t *to)
-{
-    to->n = 0;
-    for (size_t i = 0; i < from->n; i++)
-        QP_CHECK(CFG_VEC_PUSH(*to, from->v[i]));
-    if (to->n > 1)
-        qsort(to->v, to->n, sizeof(uint64_t), cfg_u64_cmp);
-    return 0;
-}
-
 /*
  * What a stale round (see build_all) may change: every procedure's flags and "may
  * return", and what it builds again. A round that changes none of it leaves the state
@@ -1558,7 +1698,6 @@ unbuilt_procs(cfg_builder_t *b, idx_vec_t *todo)
 static int
 build_all(cfg_builder_t *b, span_vec_t *pad_gaps)
 {
-    span_vec_t spans = { 0 };
     cfg_u64_vec_t noret = { 0 }; /* procedures that never return (noreturn_and_prune) */
     idx_vec_t todo = { 0 };
     int rc = 0, gap_rounds = 0, stale_rounds = 0, in_stale = 0;
@@ -1620,13 +1759,13 @@ build_all(cfg_builder_t *b, span_vec_t *pad_gaps)
             break;
         gap_ctx_t g = { { 0 }, pad_gaps, { 0 }, 0, NULL };
         size_t before = b->procs.n;
-        if ((rc = collect_spans(b, &spans)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
+        if ((rc = collect_spans(b)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
             || (rc = cfg_discover_sweep_begin(b)) < 0) {
             CFG_VEC_FREE(g.rejected);
             break;
         }
         DBG_PHASE("spans");
-        rc = sweep_gaps(b, &spans, &g);
+        rc = sweep_gaps(b, &b->spans.runs, &g);
         int merged = cfg_discover_sweep_end(b);
         CFG_VEC_FREE(g.rejected);
         CFG_VEC_FREE(*pad_gaps);
@@ -1645,7 +1784,6 @@ build_all(cfg_builder_t *b, span_vec_t *pad_gaps)
         built = 1; /* gap procedures were built: redo the fixpoint */
         rc = 0;
     }
-    CFG_VEC_FREE(spans);
     CFG_VEC_FREE(noret);
     CFG_VEC_FREE(todo);
     CFG_VEC_FREE(snap.flags);
@@ -1765,6 +1903,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
         rc = build_all(&b, &pad_gaps);
     }
     CFG_VEC_FREE(pad_gaps);
+    spans_free(&b.spans); /* (before the flattening's peak) */
     if (rc == 0) {
         rc = check_extra_entries(&b);
         if (rc == 0)

@@ -386,6 +386,7 @@ cfg_procs_insert(cfg_builder_t *b, size_t at, const cfg_bproc_t *bp)
     memmove(b->entry.v + at + 1, b->entry.v + at, (b->entry.n - at) * sizeof(uint64_t));
     b->procs.v[at] = id;
     b->entry.v[at] = bp->p.entry;
+    cfg_spans_dirty(b, bp);
     b->procs.n++;
     b->entry.n++;
     b->procs_ver++;
@@ -665,6 +666,7 @@ merge_new(cfg_builder_t *b, const uint64_t *ent, const uint32_t *ids, size_t na)
         if (pos[k] > 0)
             set_extent(b, pos[k] - 1);
         set_extent(b, pos[k]);
+        cfg_spans_dirty(b, cfg_bproc_at(b, pos[k]));
     }
     free(pos);
     return 0;
@@ -771,6 +773,8 @@ set_extent(cfg_builder_t *b, size_t i)
         cfg_mark_unbuilt(b, bp);
         cfg_mark_nr_dirty(b, bp); /* calls into its old extent may go elsewhere now */
     }
+    if (end != bp->p.end || bp->p.start != bp->p.entry)
+        cfg_spans_dirty(b, bp);
     bp->p.start = bp->p.entry;
     bp->p.end = end;
 }
@@ -785,6 +789,7 @@ cfg_procs_drop(cfg_builder_t *b, int (*drop)(void *arg, const cfg_bproc_t *bp), 
         cfg_bproc_t *bp = cfg_bproc_walk(b, i);
         int d = rc == 0 ? drop(arg, bp) : 0;
         if (d > 0) {
+            cfg_spans_cut(b, bp);
             cfg_bproc_free(bp);
             if (k > 0 && (before.n == 0 || before.v[before.n - 1] != k - 1))
                 lost |= CFG_VEC_PUSH(before, k - 1) < 0;

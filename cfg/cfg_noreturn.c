@@ -810,6 +810,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_nr_deps_t *d)
     bp->entry_block = newidx[bp->entry_block];
     bp->blocks.n = nb;
     bp->blocks_ver = cfg_blocks_changed(b);
+    cfg_spans_dirty(b, bp);
     bp->edges.n = ne;
     free(newidx);
     free(stack);

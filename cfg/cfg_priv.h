@@ -274,6 +274,24 @@ typedef struct cfg_bpool {
     uint32_t n;                       /* ids given out */
 } cfg_bpool_t;
 
+/*
+ * The runs of adjacent blocks the gap sweeps skip (collect_spans), kept from one sweep
+ * to the next: a sweep takes them again but where procedures changed since, which the
+ * builder notes as they change (cfg_spans_dirty, cfg_spans_cut). Fragments (whose runs
+ * are their parent's blocks) are collected again at each sweep.
+ */
+typedef CFG_VEC(cfg_range_t) cfg_range_vec_t;
+typedef struct cfg_spans {
+    cfg_range_vec_t runs;             /* every holder's runs, in address order */
+    cfg_range_vec_t tmp;              /* (the next `runs`, while it is made) */
+    cfg_u64_vec_t dirty;              /* entries of procedures whose runs may have
+                                       * changed since `runs` was made */
+    cfg_range_vec_t cut;              /* where dropped procedures' runs were */
+    cfg_u64_vec_t frags;              /* the fragments when `runs` was made */
+    int valid;                        /* `runs` is current but for the above (else all
+                                       * are collected again) */
+} cfg_spans_t;
+
 typedef struct cfg_builder {
     const cfg_image_t *img;           /* the image */
     cfg_opts_t opts;                  /* options (copied) */
@@ -314,6 +332,7 @@ typedef struct cfg_builder {
     CFG_VEC(struct cfg_plt_held) plt_held; /* what PLT stubs' GOT slots hold, sorted
                                             * (cfg_discover.c's plt_name) */
     int plt_held_done;                /* plt_held was made */
+    cfg_spans_t spans;                /* the gap sweeps' runs of blocks (cfg_build.c) */
 } cfg_builder_t;
 
 /* The procedure with id ID in B's pool. */
@@ -415,6 +434,13 @@ cfg_bproc_t *cfg_discover_proc(const cfg_builder_t *b, uint32_t i);
 
 /* BP is to be built (again): clear its mark and note its entry in b->unbuilt. */
 void cfg_mark_unbuilt(cfg_builder_t *b, cfg_bproc_t *bp);
+
+/* BP's blocks, extent or kind changed, or it is new: its runs of blocks are collected
+ * again at the next gap sweep (cfg_spans_t). */
+void cfg_spans_dirty(cfg_builder_t *b, const cfg_bproc_t *bp);
+
+/* BP is dropped: the runs it had are to go at the next gap sweep. */
+void cfg_spans_cut(cfg_builder_t *b, const cfg_bproc_t *bp);
 
 /* BP's calls may go elsewhere now: set bp->nr_dirty and note its entry in b->nr_dirty. */
 void cfg_mark_nr_dirty(cfg_builder_t *b, cfg_bproc_t *bp);
