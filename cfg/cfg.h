@@ -547,6 +547,10 @@ typedef struct cfg_opts {
     /* Threads for the work that splits by procedure (0 or 1: the caller's alone; at
      * most 16). The result is the same for any number. */
     unsigned threads;
+    /* Tests: each gap sweep's kept runs of blocks (an incremental cache) checked against
+     * a walk of every procedure; a difference fails the build (QP_EINVAL, told to
+     * on_note). Slow on big programs. */
+    int check_incremental;
 } cfg_opts_t;
 
 /*

@@ -423,6 +423,26 @@ spans_free(cfg_spans_t *s)
     s->valid = 0;
 }
 
+/* opts.check_incremental: b->spans.runs against a walk of every procedure. */
+static int
+check_spans(cfg_builder_t *b)
+{
+    span_vec_t all = { 0 };
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < b->procs.n; i++)
+        rc = push_holder_spans(b, i, &all);
+    const span_vec_t *kept = &b->spans.runs;
+    if (rc == 0 && (all.n != kept->n
+                    || (all.n > 0 && memcmp(all.v, kept->v, all.n * sizeof(span_t)) != 0))) {
+        if (b->opts.on_note != NULL)
+            b->opts.on_note(b->opts.cb_arg, "gap sweep: the runs of blocks kept from the last "
+                                            "sweep differ from those of every procedure");
+        rc = QP_EINVAL;
+    }
+    CFG_VEC_FREE(all);
+    return rc;
+}
+
 /*
  * Every block as a span in b->spans.runs, in address order without sorting:
  * procedures are in address order with disjoint extents; a fragment's blocks are its
@@ -461,7 +481,7 @@ collect_spans(cfg_builder_t *b)
         rc = sorted_copy(&b->frags, &s->frags);
     s->valid = rc == 0;
     CFG_VEC_FREE(d);
-    return rc;
+    return rc == 0 && b->opts.check_incremental ? check_spans(b) : rc;
 }
 
 /* Walk the uncovered parts of code sections; FN gets each gap. */

@@ -621,6 +621,48 @@ START_TEST(test_cfg_decode_frozen)
 }
 END_TEST
 
+/* cfg_opts_t.on_note: count the builder's notes in ARG (an int). */
+static void
+count_note(void *arg, const char *line)
+{
+    (*(int *)arg)++;
+    fprintf(stderr, "check_cfg: %s\n", line);
+}
+
+START_TEST(test_cfg_kept_runs_checked)
+{
+    /* The gap sweeps keep the runs of blocks from one sweep to the next, taking again
+     * only where procedures changed (cfg_build.c's collect_spans): on real programs,
+     * every sweep's kept runs are those of a walk of every procedure, on one thread and
+     * on three. */
+    const char *paths[] = { "/usr/bin/bash", "/usr/bin/python3.11",
+                            "/usr/lib/gcc/x86_64-linux-gnu/12/cc1" };
+    int built = 0;
+    for (size_t k = 0; k < sizeof(paths) / sizeof(paths[0]); k++) {
+        cfg_image_t *img = NULL;
+        if (access(paths[k], R_OK) != 0 || cfg_image_open_bfd(paths[k], &img) != 0)
+            continue;
+        for (unsigned threads = 1; threads <= 3; threads += 2) {
+            cfg_opts_t o = { 0 };
+            o.threads = threads;
+            o.check_incremental = 1;
+            o.on_note = count_note;
+            int notes = 0;
+            o.cb_arg = &notes;
+            cfg_prog_t *prog = NULL;
+            ck_assert_msg(cfg_prog_build(img, &o, &prog) == 0, "%s, %u threads: %d notes",
+                          paths[k], threads, notes);
+            ck_assert_int_eq(notes, 0);
+            cfg_prog_destroy(prog);
+            built++;
+        }
+        cfg_image_destroy(img);
+    }
+    if (built == 0)
+        fprintf(stderr, "check_cfg: no real program to build (bash, python3.11, cc1)\n");
+}
+END_TEST
+
 START_TEST(test_cfg_decode_frozen_pieces)
 {
     /* Frozen on several threads, a section of several pieces (bash's .text: 256 KiB
@@ -819,6 +861,7 @@ cfg_suite(void)
                         (int)(sizeof(ctor_links) / sizeof(ctor_links[0])));
     tcase_add_test(tc, test_cfg_decode_frozen);
     tcase_add_test(tc, test_cfg_decode_frozen_pieces);
+    tcase_add_test(tc, test_cfg_kept_runs_checked);
     tcase_add_test(tc, test_cfg_flatten_threads);
     suite_add_tcase(s, tc);
     return s;
