@@ -191,6 +191,20 @@ int
 cfg_image_open_bfd_analysis(
     const char *path, cfg_image_t **out /*OUT*/, char *why, size_t whylen);
 
+/* How cfg_image_open_bfd_flags reads a file. */
+enum {
+    CFG_OPEN_ANY_ISA = 1u << 0, /* any ISA arch/ knows, as cfg_image_open_bfd_analysis */
+    /* The big arrays the reader writes whole (the relocations: chromium's 44 MB) ask for
+     * transparent huge pages (base/qp_huge.h). The caller decides: qp's report gains
+     * (fewer page faults), the rewriter loses (system time on our VM: tools/tool_heap.c). */
+    CFG_OPEN_HUGE_PAGES = 1u << 1,
+};
+
+/* As cfg_image_open_bfd_why, with FLAGS (CFG_OPEN_*). */
+int
+cfg_image_open_bfd_flags(const char *path, cfg_image_t **out /*OUT*/, char *why,
+                         size_t whylen, unsigned flags);
+
 /*
  * A one-section image of raw code: N bytes at VMA, entry at VMA. For tests and for
  * analysing code that has no file. The bytes are copied.

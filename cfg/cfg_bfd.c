@@ -714,8 +714,10 @@ reloc_kind(const cfg_image_t *img, uint32_t type)
     }
 }
 
+/* The dynamic relocations into img->relocs; with HUGE (CFG_OPEN_HUGE_PAGES) their array
+ * asks for huge pages. */
 static int
-read_relocs(cfg_image_t *img, const bfd_reader_t *r)
+read_relocs(cfg_image_t *img, const bfd_reader_t *r, int huge)
 {
     size_t n, total = 0;
     const Elf64_Shdr *sh = raw_shdrs(r, &n);
@@ -727,7 +729,8 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r)
     }
     if (total == 0)
         return 0;
-    img->relocs = qp_calloc_whole(total, sizeof(cfg_reloc_t)); /* chromium's: 44 MB */
+    img->relocs = huge ? qp_calloc_whole(total, sizeof(cfg_reloc_t)) /* chromium's: 44 MB */
+                       : calloc(total, sizeof(cfg_reloc_t));
     if (img->relocs == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -1398,7 +1401,7 @@ cfg_image_open_bfd(const char *path, cfg_image_t **out)
 }
 
 static int
-open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, int any_isa)
+open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, unsigned flags)
 {
     if (why != NULL && whylen > 0)
         why[0] = '\0';
@@ -1417,7 +1420,7 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, int any_
     int fd = -1;
     int rc = open_mapped(path, r, &fd);
     if (rc == 0)
-        rc = check_headers(r, any_isa, &img->isa, why, whylen);
+        rc = check_headers(r, (flags & CFG_OPEN_ANY_ISA) != 0, &img->isa, why, whylen);
     if (rc == 0)
         rc = check_layout(r, why, whylen);
     if (rc < 0)
@@ -1457,7 +1460,7 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, int any_
         rc = QP_EARCH;
         goto fail;
     }
-    if ((rc = read_sections(img, r)) < 0 || (rc = read_relocs(img, r)) < 0
+    if ((rc = read_sections(img, r)) < 0 || (rc = read_relocs(img, r, (flags & CFG_OPEN_HUGE_PAGES) != 0)) < 0
         || (rc = read_symbols(img, r)) < 0)
         goto fail;
     if (img->build_id_len == 0 || !(img->flags & (CFG_IMG_IBT | CFG_IMG_SHSTK)))
@@ -1495,13 +1498,20 @@ fail:
 int
 cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t whylen)
 {
-    return open_bfd(path, out, why, whylen, 0);
+    return open_bfd(path, out, why, whylen, 0u);
 }
 
 int
 cfg_image_open_bfd_analysis(const char *path, cfg_image_t **out, char *why, size_t whylen)
 {
-    return open_bfd(path, out, why, whylen, 1);
+    return open_bfd(path, out, why, whylen, CFG_OPEN_ANY_ISA);
+}
+
+int
+cfg_image_open_bfd_flags(const char *path, cfg_image_t **out, char *why, size_t whylen,
+                         unsigned flags)
+{
+    return open_bfd(path, out, why, whylen, flags);
 }
 
 /*****************************************************************************

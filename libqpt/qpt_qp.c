@@ -246,8 +246,10 @@ static int
 open_image(const char *path, cfg_image_t **img, char *why, size_t whylen)
 {
     errno = 0;
-    /* Any ISA the analysis reads (AArch64 too): the report reads, never rewrites. */
-    int rc = cfg_image_open_bfd_analysis(path, img, NULL, 0);
+    /* Any ISA the analysis reads (AArch64 too): the report reads, never rewrites. Huge
+     * pages for the relocations, as for the report's own big arrays (base/qp_huge.h). */
+    int rc = cfg_image_open_bfd_flags(path, img, NULL, 0,
+                                      CFG_OPEN_ANY_ISA | CFG_OPEN_HUGE_PAGES);
     if (rc < 0)
         return fail_path(rc, why, whylen, path,
                          rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));

@@ -383,6 +383,34 @@ START_TEST(test_cfg_init_funcs_unsorted_relocs)
 }
 END_TEST
 
+/* CFG_OPEN_HUGE_PAGES changes only how the relocations' array is allocated (qp's report
+ * asks for it, the rewriter does not): the same relocations either way, on a program with
+ * more than 8 MB of them (chromium's 44 MB: base/qp_huge.h's threshold) when one is
+ * installed, and on this test. */
+START_TEST(test_cfg_huge_pages_same_relocs)
+{
+    const char *paths[] = { "/usr/lib/chromium/chromium", "/proc/self/exe" };
+    for (size_t p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
+        if (access(paths[p], R_OK) != 0)
+            continue;
+        cfg_image_t *plain = NULL, *huge = NULL;
+        ck_assert_int_eq(cfg_image_open_bfd_flags(paths[p], &plain, NULL, 0, 0), 0);
+        ck_assert_int_eq(cfg_image_open_bfd_flags(paths[p], &huge, NULL, 0,
+                                                  CFG_OPEN_HUGE_PAGES), 0);
+        ck_assert_uint_eq(plain->nrelocs, huge->nrelocs);
+        for (size_t i = 0; i < plain->nrelocs; i++) {
+            const cfg_reloc_t *a = &plain->relocs[i], *b = &huge->relocs[i];
+            ck_assert(a->where == b->where && a->value == b->value
+                      && a->addend_at == b->addend_at && a->kind == b->kind
+                      && (a->sym == NULL) == (b->sym == NULL)
+                      && (a->sym == NULL || strcmp(a->sym, b->sym) == 0));
+        }
+        cfg_image_destroy(plain);
+        cfg_image_destroy(huge);
+    }
+}
+END_TEST
+
 START_TEST(test_cfg_lookups)
 {
     char *path = compile_known(1);
@@ -862,6 +890,7 @@ cfg_suite(void)
     tcase_add_test(tc, test_cfg_decode_frozen_pieces);
     tcase_add_test(tc, test_cfg_kept_runs_checked);
     tcase_add_test(tc, test_cfg_flatten_threads);
+    tcase_add_test(tc, test_cfg_huge_pages_same_relocs);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -16,13 +16,12 @@
  * that grow and are freed again. With glibc's defaults every large block is a fresh
  * mapping, faulted in 4 KiB at a time and unmapped when freed: a quarter of a million
  * page faults, a third of the run time. Keep every block in the heap and never give the
- * heap back. Transparent huge pages are not asked for the heap (MADV_HUGEPAGE on a
- * reserve, as before; base/qp_huge.h asks for them only on a few big arrays written
- * whole: qp report's, the image's relocations): on the 2-core virtual machine of our
- * measurements a 2 MiB fault cost far more than its 512 small ones (cc1's qp rewrite:
- * 7.7 s of system time against 0.6 s, for 0.3-0.7 s less user time;
- * doc/measurements.md). Only speed changes: no output
- * depends on where blocks land.
+ * heap back. Transparent huge pages are not asked for, neither for the heap nor for the
+ * image's relocations (cfg's CFG_OPEN_HUGE_PAGES, which only qp's report gives): on the
+ * 2-core virtual machine of our measurements a 2 MiB fault cost far more than its 512
+ * small ones (cc1's qp rewrite: 7.7 s of system time against 0.6 s, for 0.3-0.7 s less
+ * user time; doc/measurements.md). Only speed changes: no output depends on where blocks
+ * land.
  */
 void
 tool_heap_setup(void)
