@@ -189,6 +189,28 @@ typedef struct drv_gap {
 
 #define DRV_GAPS 5 /* procedures kept in drv_result_t.gaps */
 
+/* A block that could be counted from an induction variable of a loop around it
+ * (drv_ivloop.c; doc/qp.md): found and priced for qp --weights -v, not emitted yet. */
+typedef struct drv_iv_loop {
+    uint32_t block;   /* the block (local index) */
+    uint32_t loop;    /* the loop (index in the procedure's cfg_loop_forest_t) */
+    uint8_t reg;      /* the 64-bit register the block alone steps in the loop */
+    int64_t step;     /* ... by this much each run */
+} drv_iv_loop_t;
+
+/*
+ * G's candidates into *OUT (*N of them, at most one a loop; free), with the loop forest
+ * they index into *FOREST (cfg_loop_forest_destroy; NULL when G has no loops): loops with
+ * no call, every way in and out able to take code, one block the only writer of a 64-bit
+ * register, by a constant step. Returns 0, QP_ENOMEM or the forest's error.
+ */
+int drv_iv_find(const drv_graph_t *g, cfg_loop_forest_t **forest /*OUT*/,
+                drv_iv_loop_t **out /*OUT*/, uint32_t *n /*OUT*/);
+
+/* Is G's edge E a way into or out of IV's loop (in forest F)? */
+int drv_iv_edge_crosses(const drv_graph_t *g, const cfg_loop_forest_t *f,
+                        const drv_iv_loop_t *iv, uint32_t e);
+
 /* PROG's procedures by entry (drv_entries.c): drv_entered(M, ADDR) is the index of the
  * procedure cfg_proc_entered_at(PROG, ADDR) gives, or CFG_NONE, found by hashing.
  * drv_entries_build: 0 or QP_ENOMEM. */
@@ -228,6 +250,14 @@ typedef struct drv_result {
      * the lowest index); NGAPS of them, only those where the static tree costs more. */
     drv_gap_t gaps[DRV_GAPS];
     uint32_t ngaps;
+    /* ... and, -v, what they would add with blocks counted from induction variables where
+     * that costs less (drv_ivloop.c; priced, not built), the blocks so counted and the
+     * candidates, and the DRV_GAPS procedures that would gain most (static_insns: the
+     * weights' tree, weighted_insns: with induction variables). */
+    drv_cost_t weighted_iv;
+    uint32_t niv_used, niv_found;
+    drv_gap_t iv_gaps[DRV_GAPS];
+    uint32_t niv_gaps;
     uint32_t nfork_hooks;    /* fork hooks placed */
     uint32_t nfork_unseen;   /* fork sites in procedures not measured (no hook) */
     uint64_t *xlate_site;    /* jumps of unknown targets, translated at run time ... */

@@ -629,7 +629,8 @@ add_counter_runs(drv_cost_t *cost, uint64_t c, int save, int back)
  */
 static void
 add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *runs,
-                  const uint32_t *fallin, drv_cost_t *cost, uint32_t *unknown)
+                  const uint32_t *fallin, const double *iv, drv_cost_t *cost,
+                  uint32_t *unknown)
 {
     uint32_t n = g->nedges, X = g->nblocks;
     for (uint32_t e = 0; e < n; e++) {
@@ -652,7 +653,10 @@ add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *r
     for (uint32_t i = 0; i < X; i++) {
         if (in_tree[n + i])
             continue;
-        if (runs[i] >= 0)
+        if (iv != NULL && iv[i] >= 0
+            && (runs[i] < 0 || iv[i] < (double)runs[i] * block_cost(g->block_save[i])))
+            cost->incs += (uint64_t)iv[i]; /* (its price: instructions of every kind) */
+        else if (runs[i] >= 0)
             add_counter_runs(cost, (uint64_t)runs[i], g->block_save[i], 0);
         else
             (*unknown)++;
@@ -783,15 +787,20 @@ give_up_cycles(const drv_graph_t *g, uint32_t *parent, uint8_t *ground, uint8_t 
 
 /* The spanning tree of G's split graph into IN_TREE (1: in the tree, 2: given up, no
  * counter and its count unknown), from the estimated edge frequencies FREQ and, unless
- * RUNS (the measured block counts) is NULL, the measured counts (--weights). W, FALLIN,
- * ORDER, PARENT: scratch of qp_place's sizes; GROUND: zeroed scratch. */
+ * RUNS (the measured block counts) is NULL, the measured counts (--weights); IV, unless
+ * NULL: per block, what counting it from an induction variable would cost (-1: it
+ * cannot be), where that is less. W, FALLIN, ORDER, PARENT: scratch of qp_place's sizes;
+ * GROUND: zeroed scratch. */
 static void
-build_tree(drv_graph_t *g, const double *freq, const int64_t *runs, double *w, uint32_t *fallin,
-           uint32_t *order,
+build_tree(drv_graph_t *g, const double *freq, const int64_t *runs, const double *iv,
+           double *w, uint32_t *fallin, uint32_t *order,
            uint32_t *parent, uint8_t *in_tree, uint8_t *ground)
 {
     uint32_t n = g->nedges, nb = g->nblocks, all = n + nb, nodes = 2 * nb + 1;
     split_weights(g, freq, runs, w, fallin);
+    for (uint32_t i = 0; iv != NULL && i < nb; i++)
+        if (iv[i] >= 0 && iv[i] < w[n + i])
+            w[n + i] = iv[i];
     give_up_cycles(g, parent, ground, in_tree);
     for (uint32_t e = 0; e < n; e++)
         in_tree[e] *= 2;
@@ -929,7 +938,7 @@ prepare_tree(drv_graph_t *g)
         goto out;
     }
     uint32_t *fallin = best + nb;
-    build_tree(g, g->freq, NULL, w, fallin, order, parent, in_tree, ground);
+    build_tree(g, g->freq, NULL, NULL, w, fallin, order, parent, in_tree, ground);
     g->tree_per_block = (uint8_t)uses_block_counters(g, in_tree);
     if (g->tree_per_block) {
         memset(in_tree, 1, n);
@@ -944,23 +953,78 @@ out:
     return rc;
 }
 
-/* Keep procedure PROC among RES's DRV_GAPS largest gaps between what its counters add
- * over the profiled run placed without --weights (STATIC_INSNS) and with them. Called in
- * procedure order: ties keep the earlier procedure first. */
+/* Keep procedure PROC among the DRV_GAPS largest gaps GAPS (*NGAPS of them) between
+ * what its counters add over the profiled run placed one way (STATIC_INSNS: without
+ * --weights) and another (WEIGHTED_INSNS). Called in procedure order: ties keep the
+ * earlier procedure first. */
 static void
-note_gap(drv_result_t *res, uint32_t proc, uint64_t static_insns, uint64_t weighted_insns)
+note_gap(drv_gap_t *gaps, uint32_t *ngaps, uint32_t proc, uint64_t static_insns,
+         uint64_t weighted_insns)
 {
     if (static_insns <= weighted_insns)
         return;
     uint64_t gap = static_insns - weighted_insns;
-    uint32_t k = res->ngaps;
-    while (k > 0 && res->gaps[k - 1].static_insns - res->gaps[k - 1].weighted_insns < gap)
+    uint32_t k = *ngaps;
+    while (k > 0 && gaps[k - 1].static_insns - gaps[k - 1].weighted_insns < gap)
         k--;
     if (k == DRV_GAPS)
         return;
-    uint32_t last = res->ngaps < DRV_GAPS ? res->ngaps++ : DRV_GAPS - 1;
-    memmove(&res->gaps[k + 1], &res->gaps[k], (last - k) * sizeof(drv_gap_t));
-    res->gaps[k] = (drv_gap_t) { proc, static_insns, weighted_insns };
+    uint32_t last = *ngaps < DRV_GAPS ? (*ngaps)++ : DRV_GAPS - 1;
+    memmove(&gaps[k + 1], &gaps[k], (last - k) * sizeof(drv_gap_t));
+    gaps[k] = (drv_gap_t) { proc, static_insns, weighted_insns };
+}
+
+/*
+ * qp --weights: what G's counters would add over the profiled run (RUNS: the measured
+ * block counts) with its blocks counted from induction variables where that costs less
+ * (drv_ivloop.c: each priced as a counter on every way into and out of its loop), into
+ * *COST; COST->incs stays UINT64_MAX when G has no candidate. *FOUND: the candidates,
+ * *USED: the blocks that tree counts so. Scratch as build_tree's.
+ */
+static int
+project_iv(drv_graph_t *g, const double *freq, const int64_t *runs, double *w,
+           uint32_t *fallin, uint32_t *order, uint32_t *parent, uint8_t *in_tree,
+           uint8_t *ground, uint32_t *best, drv_cost_t *cost, uint32_t *found,
+           uint32_t *used)
+{
+    cfg_loop_forest_t *f = NULL;
+    drv_iv_loop_t *iv = NULL;
+    uint32_t niv = 0, nb = g->nblocks, n = g->nedges;
+    int rc = drv_iv_find(g, &f, &iv, &niv);
+    double *price = rc == 0 && niv > 0 ? malloc((nb + 1) * sizeof(double)) : NULL;
+    if (rc < 0 || niv == 0 || price == NULL) {
+        rc = rc < 0 ? rc : niv > 0 ? QP_ENOMEM : 0;
+        goto out;
+    }
+    for (uint32_t i = 0; i < nb; i++)
+        price[i] = -1;
+    for (uint32_t k = 0; k < niv; k++) {
+        double p = 0;
+        for (uint32_t e = 0; e < n && p >= 0; e++) {
+            if (!drv_iv_edge_crosses(g, f, &iv[k], e))
+                continue;
+            int64_t c = measured_count(g, &g->edges[e]);
+            p = c < 0 ? -1 : p + (double)c * counter_cost(&g->edges[e], 0);
+        }
+        if (p >= 0 && (price[iv[k].block] < 0 || p < price[iv[k].block]))
+            price[iv[k].block] = p;
+    }
+    build_tree(g, freq, runs, price, w, fallin, order, parent, in_tree, ground);
+    if (uses_block_counters(g, in_tree))
+        goto out;
+    choose_falls(g, in_tree, freq, 1, best, fallin);
+    uint32_t unknown = 0;
+    *cost = (drv_cost_t) { 0 };
+    add_weighted_cost(g, in_tree, runs, fallin, price, cost, &unknown);
+    *found = niv;
+    for (uint32_t i = 0; i < nb; i++)
+        *used += price[i] >= 0 && !in_tree[n + i]
+            && (runs[i] < 0 || price[i] < (double)runs[i] * block_cost(g->block_save[i]));
+out:
+    free(price);
+    free(iv);
+    cfg_loop_forest_destroy(f);
+    return rc;
 }
 
 static int
@@ -982,6 +1046,9 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     int64_t *runs = g->weights != NULL ? malloc((nb + 1) * sizeof(int64_t)) : NULL;
     uint32_t *best = malloc((2 * nb + 1) * sizeof(uint32_t)), *fallin = best + nb;
     int rc = 0, static_added = 0;
+    drv_cost_t iv_cost = { 0 };
+    uint32_t iv_found = 0, iv_used = 0;
+    iv_cost.incs = UINT64_MAX; /* none */
     (void)why; /* qp measures every procedure it gets */
     if (!w || !freq || !order || !parent || !in_tree || !ground || !best
         || (g->weights != NULL && runs == NULL)) {
@@ -994,18 +1061,24 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     if (runs != NULL) {
         measured_blocks(g, runs);
         /* First the tree without --weights, to say what it would cost over that run. */
-        build_tree(g, freq, NULL, w, fallin, order, parent, in_tree, ground);
+        build_tree(g, freq, NULL, NULL, w, fallin, order, parent, in_tree, ground);
         choose_falls(g, in_tree, freq, 0, best, fallin);
         if (!uses_block_counters(g, in_tree)) {
             uint32_t unknown = 0;
-            add_weighted_cost(g, in_tree, runs, fallin, &static_cost, &unknown);
+            add_weighted_cost(g, in_tree, runs, fallin, NULL, &static_cost, &unknown);
             drv_cost_add(&res->weighted_static, &static_cost);
             static_added = 1;
         }
         memset(in_tree, 0, all + 1);
         memset(ground, 0, nodes);
+        /* Then the tree with loops counted from induction variables, priced only. */
+        if ((rc = project_iv(g, freq, runs, w, fallin, order, parent, in_tree, ground, best,
+                             &iv_cost, &iv_found, &iv_used)) < 0)
+            goto out;
+        memset(in_tree, 0, all + 1);
+        memset(ground, 0, nodes);
     }
-    build_tree(g, freq, runs, w, fallin, order, parent, in_tree, ground);
+    build_tree(g, freq, runs, NULL, w, fallin, order, parent, in_tree, ground);
     int per_block = uses_block_counters(g, in_tree);
     if (per_block) {
         /* Count this procedure's blocks instead: that gives every block count and
@@ -1015,8 +1088,9 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         choose_falls(g, in_tree, freq, 0, best, fallin); /* none */
         if (g->weights != NULL) {
             drv_cost_t cost = { 0 };
-            add_weighted_cost(g, in_tree, runs, fallin, &cost, &res->weighted_unknown);
+            add_weighted_cost(g, in_tree, runs, fallin, NULL, &cost, &res->weighted_unknown);
             drv_cost_add(&res->weighted, &cost);
+            drv_cost_add(&res->weighted_iv, &cost);
             if (!static_added) /* per block either way */
                 drv_cost_add(&res->weighted_static, &cost);
         }
@@ -1026,10 +1100,19 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     choose_falls(g, in_tree, freq, runs != NULL, best, fallin);
     if (g->weights != NULL) {
         drv_cost_t cost = { 0 };
-        add_weighted_cost(g, in_tree, runs, fallin, &cost, &res->weighted_unknown);
+        add_weighted_cost(g, in_tree, runs, fallin, NULL, &cost, &res->weighted_unknown);
         drv_cost_add(&res->weighted, &cost);
         if (static_added)
-            note_gap(res, g->proc, drv_cost_insns(&static_cost), drv_cost_insns(&cost));
+            note_gap(res->gaps, &res->ngaps, g->proc, drv_cost_insns(&static_cost),
+                     drv_cost_insns(&cost));
+        if (iv_cost.incs != UINT64_MAX && drv_cost_insns(&iv_cost) < drv_cost_insns(&cost)) {
+            drv_cost_add(&res->weighted_iv, &iv_cost);
+            res->niv_used += iv_used;
+            note_gap(res->iv_gaps, &res->niv_gaps, g->proc, drv_cost_insns(&cost),
+                     drv_cost_insns(&iv_cost));
+        } else
+            drv_cost_add(&res->weighted_iv, &cost);
+        res->niv_found += iv_found;
     }
     alloc_counters(g, in_tree, 0, res);
 out:

@@ -110,14 +110,14 @@ say_cost_kinds(const qpt_rewrite_t *r, const char *output, const char *placed,
 /* qp --weights -v: the procedures where the static estimate's counters cost most over
  * the profiled run, against the weights' (where a better estimate would gain most). */
 static void
-say_gaps(const qpt_rewrite_t *r, const cfg_prog_t *prog, const char *output,
-         const drv_result_t *res)
+gaps_line(const cfg_prog_t *prog, const drv_gap_t *gaps, uint32_t ngaps, char *line,
+          size_t cap)
 {
-    char line[1024];
     size_t n = 0;
-    for (uint32_t k = 0; k < res->ngaps && n < sizeof(line); k++) {
-        const drv_gap_t *gp = &res->gaps[k];
-        int m = snprintf(line + n, sizeof(line) - n, "%s%s +%llu (%llu against %llu)",
+    line[0] = '\0';
+    for (uint32_t k = 0; k < ngaps && n < cap; k++) {
+        const drv_gap_t *gp = &gaps[k];
+        int m = snprintf(line + n, cap - n, "%s%s +%llu (%llu against %llu)",
                          k ? ", " : "", prog->procs[gp->proc].name,
                          (unsigned long long)(gp->static_insns - gp->weighted_insns),
                          (unsigned long long)gp->static_insns,
@@ -126,9 +126,24 @@ say_gaps(const qpt_rewrite_t *r, const cfg_prog_t *prog, const char *output,
             return;
         n += (size_t)m;
     }
+}
+
+static void
+say_gaps(const qpt_rewrite_t *r, const cfg_prog_t *prog, const char *output,
+         const drv_result_t *res)
+{
+    char line[1024];
+    gaps_line(prog, res->gaps, res->ngaps, line, sizeof(line));
     if (res->ngaps > 0)
         qpt_rw_say(r, "%s: --weights: where a rewrite without --weights would add most "
                 "over this one: %s", output, line);
+    /* A projection for a counter not built yet (doc/qp.md). */
+    gaps_line(prog, res->iv_gaps, res->niv_gaps, line, sizeof(line));
+    qpt_rw_say(r, "%s: --weights: with loops counted from induction variables (priced, not "
+            "built: doc/qp.md) the counters would add %llu instructions: %u of %u candidate "
+            "blocks so counted%s%s", output,
+            (unsigned long long)drv_cost_insns(&res->weighted_iv), res->niv_used,
+            res->niv_found, res->niv_gaps > 0 ? "; most gained in " : "", line);
 }
 
 void
