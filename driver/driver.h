@@ -251,10 +251,11 @@ typedef struct drv_result {
     drv_gap_t gaps[DRV_GAPS];
     uint32_t ngaps;
     /* ... and, -v, what they would add with blocks counted from induction variables where
-     * that costs less (drv_ivloop.c; priced, not built), the blocks so counted and the
-     * candidates, and the DRV_GAPS procedures that would gain most (static_insns: the
-     * weights' tree, weighted_insns: with induction variables). */
-    drv_cost_t weighted_iv;
+     * that costs less (drv_ivloop.c; priced, not built), placed by the weights and
+     * without them, the blocks so counted (by the weights' tree) and the candidates, and
+     * the DRV_GAPS procedures that would gain most (static_insns: the weights' tree,
+     * weighted_insns: with induction variables). */
+    drv_cost_t weighted_iv, placed_iv;
     uint32_t niv_used, niv_found;
     drv_gap_t iv_gaps[DRV_GAPS];
     uint32_t niv_gaps;

@@ -653,8 +653,7 @@ add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *r
     for (uint32_t i = 0; i < X; i++) {
         if (in_tree[n + i])
             continue;
-        if (iv != NULL && iv[i] >= 0
-            && (runs[i] < 0 || iv[i] < (double)runs[i] * block_cost(g->block_save[i])))
+        if (iv != NULL && iv[i] >= 0)
             cost->incs += (uint64_t)iv[i]; /* (its price: instructions of every kind) */
         else if (runs[i] >= 0)
             add_counter_runs(cost, (uint64_t)runs[i], g->block_save[i], 0);
@@ -974,52 +973,100 @@ note_gap(drv_gap_t *gaps, uint32_t *ngaps, uint32_t proc, uint64_t static_insns,
     gaps[k] = (drv_gap_t) { proc, static_insns, weighted_insns };
 }
 
-/*
- * qp --weights: what G's counters would add over the profiled run (RUNS: the measured
- * block counts) with its blocks counted from induction variables where that costs less
- * (drv_ivloop.c: each priced as a counter on every way into and out of its loop), into
- * *COST; COST->incs stays UINT64_MAX when G has no candidate. *FOUND: the candidates,
- * *USED: the blocks that tree counts so. Scratch as build_tree's.
- */
-static int
-project_iv(drv_graph_t *g, const double *freq, const int64_t *runs, double *w,
-           uint32_t *fallin, uint32_t *order, uint32_t *parent, uint8_t *in_tree,
-           uint8_t *ground, uint32_t *best, drv_cost_t *cost, uint32_t *found,
-           uint32_t *used)
+/* What the induction-variable candidates of G would cost in the tree (qp --weights). */
+typedef struct iv_projection {
+    drv_cost_t weighted;   /* the weights' tree: what its counters add over the run */
+    drv_cost_t placed;     /* the static estimate's tree: the same */
+    uint32_t found;        /* candidates */
+    uint32_t used;         /* blocks the weights' tree counts so */
+    uint8_t have_weighted, have_placed; /* (else the procedure is counted per block) */
+} iv_projection_t;
+
+/* Each candidate's price into PRICE (per block, -1: none; the cheapest of a block's
+ * candidates): a counter on every way into and out of its loop, run as often as the
+ * profile says (MEASURED, -1 when it lacks one of them) or as estimated (FREQ). */
+static void
+iv_prices(const drv_graph_t *g, const cfg_loop_forest_t *f, const drv_iv_loop_t *iv,
+          uint32_t niv, const double *freq, int measured, double *price)
 {
-    cfg_loop_forest_t *f = NULL;
-    drv_iv_loop_t *iv = NULL;
-    uint32_t niv = 0, nb = g->nblocks, n = g->nedges;
-    int rc = drv_iv_find(g, &f, &iv, &niv);
-    double *price = rc == 0 && niv > 0 ? malloc((nb + 1) * sizeof(double)) : NULL;
-    if (rc < 0 || niv == 0 || price == NULL) {
-        rc = rc < 0 ? rc : niv > 0 ? QP_ENOMEM : 0;
-        goto out;
-    }
-    for (uint32_t i = 0; i < nb; i++)
+    for (uint32_t i = 0; i < g->nblocks; i++)
         price[i] = -1;
     for (uint32_t k = 0; k < niv; k++) {
         double p = 0;
-        for (uint32_t e = 0; e < n && p >= 0; e++) {
+        for (uint32_t e = 0; e < g->nedges && p >= 0; e++) {
             if (!drv_iv_edge_crosses(g, f, &iv[k], e))
                 continue;
-            int64_t c = measured_count(g, &g->edges[e]);
-            p = c < 0 ? -1 : p + (double)c * counter_cost(&g->edges[e], 0);
+            int64_t c = measured ? measured_count(g, &g->edges[e]) : 0;
+            double runs = measured ? (double)c : freq[e];
+            p = c < 0 ? -1 : p + runs * counter_cost(&g->edges[e], 0);
         }
         if (p >= 0 && (price[iv[k].block] < 0 || p < price[iv[k].block]))
             price[iv[k].block] = p;
     }
-    build_tree(g, freq, runs, price, w, fallin, order, parent, in_tree, ground);
+}
+
+/*
+ * The tree of G with blocks counted from induction variables where their price TREE_PRICE
+ * is below the block's own weight (RUNS, the measured counts, or NULL: the estimate's),
+ * and what its counters add over the profiled run (block counts RUNS_M; such a block at
+ * COST_PRICE) into *COST; *USED: the blocks counted so. Returns 0, or -1 when G is then
+ * counted per block. Scratch as build_tree's; USE: of G's blocks.
+ */
+static int
+iv_tree_cost(drv_graph_t *g, const double *freq, const int64_t *runs, const int64_t *runs_m,
+             const double *tree_price, const double *cost_price, double *w, uint32_t *fallin,
+             uint32_t *order, uint32_t *parent, uint8_t *in_tree, uint8_t *ground,
+             uint32_t *best, double *use, drv_cost_t *cost, uint32_t *used)
+{
+    uint32_t n = g->nedges, nb = g->nblocks, all = n + nb;
+    memset(in_tree, 0, all + 1);
+    memset(ground, 0, 2 * (size_t)nb + 1);
+    build_tree(g, freq, runs, tree_price, w, fallin, order, parent, in_tree, ground);
     if (uses_block_counters(g, in_tree))
-        goto out;
-    choose_falls(g, in_tree, freq, 1, best, fallin);
+        return -1;
+    choose_falls(g, in_tree, freq, runs != NULL, best, fallin);
+    *used = 0;
+    for (uint32_t i = 0; i < nb; i++) {
+        int chosen = tree_price[i] >= 0 && w[n + i] == tree_price[i] && !in_tree[n + i];
+        use[i] = chosen ? cost_price[i] : -1;
+        *used += (uint32_t)chosen;
+    }
     uint32_t unknown = 0;
     *cost = (drv_cost_t) { 0 };
-    add_weighted_cost(g, in_tree, runs, fallin, price, cost, &unknown);
-    *found = niv;
-    for (uint32_t i = 0; i < nb; i++)
-        *used += price[i] >= 0 && !in_tree[n + i]
-            && (runs[i] < 0 || price[i] < (double)runs[i] * block_cost(g->block_save[i]));
+    add_weighted_cost(g, in_tree, runs_m, fallin, use, cost, &unknown);
+    return 0;
+}
+
+/*
+ * qp --weights: what G's counters would add over the profiled run (RUNS: the measured
+ * block counts) with blocks counted from induction variables where that costs less
+ * (drv_ivloop.c), in the weights' tree and in the static estimate's, into *P (nothing
+ * when G has no candidate). Scratch as build_tree's.
+ */
+static int
+project_iv(drv_graph_t *g, const double *freq, const int64_t *runs, double *w,
+           uint32_t *fallin, uint32_t *order, uint32_t *parent, uint8_t *in_tree,
+           uint8_t *ground, uint32_t *best, iv_projection_t *p)
+{
+    cfg_loop_forest_t *f = NULL;
+    drv_iv_loop_t *iv = NULL;
+    uint32_t niv = 0, nb = g->nblocks, unused;
+    int rc = drv_iv_find(g, &f, &iv, &niv);
+    double *price = rc == 0 && niv > 0 ? malloc(3 * ((size_t)nb + 1) * sizeof(double)) : NULL;
+    if (rc < 0 || niv == 0 || price == NULL) {
+        rc = rc < 0 ? rc : niv > 0 ? QP_ENOMEM : 0;
+        goto out;
+    }
+    double *estimated = price + nb + 1, *use = estimated + nb + 1;
+    p->found = niv;
+    iv_prices(g, f, iv, niv, freq, 1, price);
+    iv_prices(g, f, iv, niv, freq, 0, estimated);
+    p->have_weighted = iv_tree_cost(g, freq, runs, runs, price, price, w, fallin, order,
+                                    parent, in_tree, ground, best, use, &p->weighted,
+                                    &p->used) == 0;
+    p->have_placed = iv_tree_cost(g, freq, NULL, runs, estimated, price, w, fallin, order,
+                                  parent, in_tree, ground, best, use, &p->placed,
+                                  &unused) == 0;
 out:
     free(price);
     free(iv);
@@ -1046,9 +1093,7 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     int64_t *runs = g->weights != NULL ? malloc((nb + 1) * sizeof(int64_t)) : NULL;
     uint32_t *best = malloc((2 * nb + 1) * sizeof(uint32_t)), *fallin = best + nb;
     int rc = 0, static_added = 0;
-    drv_cost_t iv_cost = { 0 };
-    uint32_t iv_found = 0, iv_used = 0;
-    iv_cost.incs = UINT64_MAX; /* none */
+    iv_projection_t iv = { 0 };
     (void)why; /* qp measures every procedure it gets */
     if (!w || !freq || !order || !parent || !in_tree || !ground || !best
         || (g->weights != NULL && runs == NULL)) {
@@ -1073,8 +1118,10 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         memset(ground, 0, nodes);
         /* Then the tree with loops counted from induction variables, priced only. */
         if ((rc = project_iv(g, freq, runs, w, fallin, order, parent, in_tree, ground, best,
-                             &iv_cost, &iv_found, &iv_used)) < 0)
+                             &iv)) < 0)
             goto out;
+        if (static_added)
+            drv_cost_add(&res->placed_iv, iv.have_placed ? &iv.placed : &static_cost);
         memset(in_tree, 0, all + 1);
         memset(ground, 0, nodes);
     }
@@ -1091,8 +1138,10 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
             add_weighted_cost(g, in_tree, runs, fallin, NULL, &cost, &res->weighted_unknown);
             drv_cost_add(&res->weighted, &cost);
             drv_cost_add(&res->weighted_iv, &cost);
-            if (!static_added) /* per block either way */
+            if (!static_added) { /* per block either way */
                 drv_cost_add(&res->weighted_static, &cost);
+                drv_cost_add(&res->placed_iv, &cost);
+            }
         }
         alloc_counters(g, in_tree, 1, res);
         goto out;
@@ -1105,14 +1154,14 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         if (static_added)
             note_gap(res->gaps, &res->ngaps, g->proc, drv_cost_insns(&static_cost),
                      drv_cost_insns(&cost));
-        if (iv_cost.incs != UINT64_MAX && drv_cost_insns(&iv_cost) < drv_cost_insns(&cost)) {
-            drv_cost_add(&res->weighted_iv, &iv_cost);
-            res->niv_used += iv_used;
+        if (iv.have_weighted && drv_cost_insns(&iv.weighted) < drv_cost_insns(&cost)) {
+            drv_cost_add(&res->weighted_iv, &iv.weighted);
+            res->niv_used += iv.used;
             note_gap(res->iv_gaps, &res->niv_gaps, g->proc, drv_cost_insns(&cost),
-                     drv_cost_insns(&iv_cost));
+                     drv_cost_insns(&iv.weighted));
         } else
             drv_cost_add(&res->weighted_iv, &cost);
-        res->niv_found += iv_found;
+        res->niv_found += iv.found;
     }
     alloc_counters(g, in_tree, 0, res);
 out:

@@ -140,9 +140,10 @@ say_gaps(const qpt_rewrite_t *r, const cfg_prog_t *prog, const char *output,
     /* A projection for a counter not built yet (doc/qp.md). */
     gaps_line(prog, res->iv_gaps, res->niv_gaps, line, sizeof(line));
     qpt_rw_say(r, "%s: --weights: with loops counted from induction variables (priced, not "
-            "built: doc/qp.md) the counters would add %llu instructions: %u of %u candidate "
-            "blocks so counted%s%s", output,
-            (unsigned long long)drv_cost_insns(&res->weighted_iv), res->niv_used,
+            "built: doc/qp.md) the counters would add %llu instructions, %llu placed without "
+            "--weights: %u of %u candidate blocks so counted%s%s", output,
+            (unsigned long long)drv_cost_insns(&res->weighted_iv),
+            (unsigned long long)drv_cost_insns(&res->placed_iv), res->niv_used,
             res->niv_found, res->niv_gaps > 0 ? "; most gained in " : "", line);
 }
 

@@ -71,7 +71,7 @@ if qp_have gcc; then
     # visits, so the counters would add about 2,000 instructions, not a round's 1,000,000.
     exe=$dir/ivloop
     if profiled "$exe"; then
-        iv=$(sed -n 's/.*from induction variables .* would add \([0-9]*\) instructions: \([0-9]*\) of.*/\1 \2/p' "$exe.log")
+        iv=$(sed -n 's/.*from induction variables .* would add \([0-9]*\) instructions, [0-9]* placed without --weights: \([0-9]*\) of.*/\1 \2/p' "$exe.log")
         if [ -n "$least" ] && [ -n "$iv" ] && [ "${iv#* }" -ge 1 ] &&
             [ $((least - ${iv% *})) -ge 990000 ] && grep -q 'most gained in fill +' "$exe.log"; then
             ok "gcc: fill's loop counted from its induction variable: ${iv% *} instructions instead of $least"
