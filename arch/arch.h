@@ -326,6 +326,16 @@ int arch_emit_counter_inc(uint64_t addr, uint64_t counter, int mode, uint8_t *ou
                           size_t cap);
 
 /*
+ * Add the 64-bit register REG (1..16 but ARCH_REG_SP) to the counter at COUNTER, or
+ * subtract it (SUBTRACT), from code at ADDR, as MODE says: `add|sub %REG,COUNTER(%rip)`
+ * (7 bytes), with `lock` or the switchable `ds` first (8 bytes). A loop counted from its
+ * induction variable (doc/qp.md): subtracted on the ways in, added on the ways out.
+ * Changes the arithmetic flags, as arch_emit_counter_inc.
+ */
+int arch_emit_counter_add_reg(uint64_t addr, uint64_t counter, int mode, uint8_t reg,
+                              int subtract, uint8_t *out /*OUT*/, size_t cap);
+
+/*
  * Call TARGET from ADDR in code whose red zone may be live (a leaf procedure): skip the
  * 128 bytes below %rsp first and restore %rsp after (`lea` leaves the flags alone).
  * TARGET must preserve every register and the flags. 18 bytes; the call's return address
@@ -717,6 +727,12 @@ typedef struct arch_isa {
      * a64_emit_call_protected). */
     int (*emit_counter_inc_at)(uint64_t addr, uint64_t counter, int mode,
                                const arch_snip_ctx_t *ctx, uint8_t *out, size_t cap);
+    /* arch_emit_counter_add_reg at a point, the flags kept as emit_counter_inc_at keeps
+     * them; NULL where the ISA has none (AArch64): no loop is then counted from its
+     * induction variable. */
+    int (*emit_counter_add_reg_at)(uint64_t addr, uint64_t counter, int mode, uint8_t reg,
+                                   int subtract, const arch_snip_ctx_t *ctx, uint8_t *out,
+                                   size_t cap);
     int (*emit_call_protected)(uint64_t addr, uint64_t target, uint8_t *out, size_t cap);
     /* The switch table whose indirect jump is the last instruction of BUF[0..LEN) (code
      * at ADDR, normally the procedure up to that jump): 0, QP_ENOTFOUND, QP_EINVAL.

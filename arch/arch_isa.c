@@ -10,10 +10,11 @@
 #include "arch/aarch64/a64_priv.h"
 #include "arch/arch.h"
 
-/* x86-64's counter at a point: `incq` writes the flags, so they are saved where live. */
+/* x86-64's counter at a point: `incq`, or `add|sub %REG` (REG not ARCH_REG_NONE), write
+ * the flags, so they are saved where live. */
 static int
-x86_counter_inc_at(uint64_t addr, uint64_t counter, int mode, const arch_snip_ctx_t *ctx,
-                   uint8_t *out, size_t cap)
+x86_counter_at(uint64_t addr, uint64_t counter, int mode, uint8_t reg, int subtract,
+               const arch_snip_ctx_t *ctx, uint8_t *out, size_t cap)
 {
     int save = ctx != NULL && ctx->live_flags != 0, n = 0, k;
     if (out == NULL)
@@ -22,14 +23,32 @@ x86_counter_inc_at(uint64_t addr, uint64_t counter, int mode, const arch_snip_ct
         QP_CHECK(k = arch_emit_flags_save(out, cap));
         n += k;
     }
-    QP_CHECK(k = arch_emit_counter_inc(addr + (uint64_t)n, counter, mode, out + n,
-                                       cap - (size_t)n));
+    QP_CHECK(k = reg == ARCH_REG_NONE
+                 ? arch_emit_counter_inc(addr + (uint64_t)n, counter, mode, out + n,
+                                         cap - (size_t)n)
+                 : arch_emit_counter_add_reg(addr + (uint64_t)n, counter, mode, reg,
+                                             subtract, out + n, cap - (size_t)n));
     n += k;
     if (save) {
         QP_CHECK(k = arch_emit_flags_restore(out + n, cap - (size_t)n));
         n += k;
     }
     return n;
+}
+
+static int
+x86_counter_inc_at(uint64_t addr, uint64_t counter, int mode, const arch_snip_ctx_t *ctx,
+                   uint8_t *out, size_t cap)
+{
+    return x86_counter_at(addr, counter, mode, ARCH_REG_NONE, 0, ctx, out, cap);
+}
+
+static int
+x86_counter_add_reg_at(uint64_t addr, uint64_t counter, int mode, uint8_t reg, int subtract,
+                       const arch_snip_ctx_t *ctx, uint8_t *out, size_t cap)
+{
+    return reg == ARCH_REG_NONE ? QP_EINVAL
+                                : x86_counter_at(addr, counter, mode, reg, subtract, ctx, out, cap);
 }
 
 /* x86-64's bound: the rel32 form of a direct branch at the same address (its length
@@ -65,6 +84,7 @@ static const arch_isa_t isa_x86_64 = {
     .emit_nops = arch_emit_nops,
     .emit_trap = arch_emit_trap,
     .emit_counter_inc_at = x86_counter_inc_at,
+    .emit_counter_add_reg_at = x86_counter_add_reg_at,
     .emit_call_protected = arch_emit_call_protected,
     .decode_ops = arch_decode_ops,
     .sys_noreturn = { 60, 231, 15 },

@@ -680,6 +680,68 @@ START_TEST(test_emit_jcc_conds)
 }
 END_TEST
 
+/* add|sub %REG,COUNTER(%rip), every register but %rsp, every mode: the instruction
+ * meant, nothing else (a loop counted from its induction variable, doc/qp.md). */
+START_TEST(test_emit_counter_add_reg)
+{
+    const uint64_t at = 0x555555556000ull, ctr = at - GIB;
+    const arch_isa_t *isa = arch_isa_host();
+    uint8_t out[32];
+    arch_ops_t ops;
+    arch_insn_t o;
+
+    for (uint8_t reg = 1; reg < ARCH_NREGS; reg++)
+        for (int mode = ARCH_INC_PLAIN; mode <= ARCH_INC_SWITCH; mode++)
+            for (int sub = 0; sub <= 1; sub++) {
+                const int n = mode == ARCH_INC_PLAIN ? 7 : 8;
+                int got = arch_emit_counter_add_reg(at, ctr, mode, reg, sub, out, sizeof(out));
+                if (reg == ARCH_REG_SP) {
+                    ck_assert_int_eq(got, QP_EINVAL);
+                    continue;
+                }
+                ck_assert_int_eq(got, n);
+                if (mode != ARCH_INC_PLAIN)
+                    ck_assert_int_eq(out[0], mode == ARCH_INC_SWITCH ? ARCH_INC_PLAIN_BYTE
+                                                                    : ARCH_INC_LOCK_BYTE);
+                ck_assert_int_eq(arch_decode(out, (size_t)n, at, &o), 0);
+                ck_assert_int_eq(o.len, n);
+                ck_assert_int_eq(o.kind, ARCH_KIND_SEQ);
+                ck_assert_int_eq(!!(o.flags & ARCH_F_LOCK), mode == ARCH_INC_ATOMIC);
+                ck_assert_uint_eq(o.target, ctr);
+                ck_assert_int_eq(arch_decode_ops(out, (size_t)n, at, &ops), 0);
+                ck_assert_int_eq(ops.op, sub ? ARCH_OP_SUB : ARCH_OP_ADD);
+                ck_assert_int_eq(ops.dst.kind, ARCH_OPND_MEM);
+                ck_assert_int_eq(ops.dst.base, ARCH_REG_PC);
+                ck_assert_int_eq(ops.dst.size, 8);
+                ck_assert_uint_eq((uint64_t)ops.dst.disp, ctr);
+                ck_assert_int_eq(ops.src.kind, ARCH_OPND_REG);
+                ck_assert_int_eq(ops.src.reg, reg);
+                ck_assert_int_eq(ops.src.size, 8);
+                ck_assert_uint_eq(ops.regs_written, 0);
+                /* At a point where the flags are live: saved around it. */
+                arch_snip_ctx_t ctx = { .live_flags = ARCH_FLAGS_STATUS };
+                uint8_t scratch[16];
+                int save = arch_emit_flags_save(scratch, sizeof(scratch));
+                int restore = arch_emit_flags_restore(scratch, sizeof(scratch));
+                got = isa->emit_counter_add_reg_at(at, ctr, mode, reg, sub, &ctx, out,
+                                                   sizeof(out));
+                ck_assert_int_eq(got, save + n + restore);
+                ck_assert_int_eq(arch_decode_ops(out + save, (size_t)n, at + (uint64_t)save,
+                                                 &ops), 0);
+                ck_assert_int_eq(ops.src.reg, reg);
+                ck_assert_uint_eq((uint64_t)ops.dst.disp, ctr);
+            }
+    ck_assert_int_eq(arch_emit_counter_add_reg(at, ctr, 0, ARCH_REG_NONE, 0, out, 16), QP_EINVAL);
+    ck_assert_int_eq(arch_emit_counter_add_reg(at, ctr, 0, ARCH_NREGS, 0, out, 16), QP_EINVAL);
+    ck_assert_int_eq(arch_emit_counter_add_reg(at, ctr, 3, 1, 0, out, 16), QP_EINVAL);
+    ck_assert_int_eq(arch_emit_counter_add_reg(at, ctr, 1, 1, 0, out, 7), QP_EINVAL);
+    ck_assert_int_eq(arch_emit_counter_add_reg(at, at + 3 * (uint64_t)GIB, 0, 1, 1, out, 16),
+                     QP_ERANGE);
+    ck_assert_int_eq(isa->emit_counter_add_reg_at(at, ctr, 0, ARCH_REG_NONE, 0, NULL, out, 16),
+                     QP_EINVAL);
+}
+END_TEST
+
 START_TEST(test_emit_counter_inc)
 {
     const uint64_t at = 0x555555556000ull;
@@ -1330,6 +1392,7 @@ emit_suite(void)
     tcase_add_test(tc, test_emit_jmp_call);
     tcase_add_test(tc, test_emit_jcc_conds);
     tcase_add_test(tc, test_emit_counter_inc);
+    tcase_add_test(tc, test_emit_counter_add_reg);
     tcase_add_test(tc, test_emit_counter_switch);
     tcase_add_test(tc, test_emit_flags_save_restore);
     tcase_add_test(tc, test_emit_nops);

@@ -457,6 +457,28 @@ arch_emit_counter_inc(
 }
 
 int
+arch_emit_counter_add_reg(uint64_t addr, uint64_t counter, int mode, uint8_t reg, int subtract,
+    uint8_t* out /*OUT*/, size_t cap)
+{
+    /* [prefix] add|sub %r64,disp32(%rip): [f0 or 3e] REX.W(+R) 01|29 /r, ModRM 00 r 101. */
+    uint8_t opc[] = { ARCH_INC_LOCK_BYTE, 0x48, subtract ? 0x29 : 0x01, 0x05 };
+    size_t skip = 0;
+    unsigned hw = (unsigned)reg - 1; /* arch/'s 1..16 are rax..r15 in encoding order */
+
+    if (reg == ARCH_REG_NONE || reg >= ARCH_NREGS || reg == ARCH_REG_SP)
+        return QP_EINVAL;
+    opc[1] = (uint8_t)(opc[1] | (hw >= 8 ? 0x04 : 0));
+    opc[3] = (uint8_t)(opc[3] | (hw & 7) << 3);
+    if (mode == ARCH_INC_PLAIN)
+        skip = 1;
+    else if (mode == ARCH_INC_SWITCH)
+        opc[0] = ARCH_INC_PLAIN_BYTE;
+    else if (mode != ARCH_INC_ATOMIC)
+        return QP_EINVAL;
+    return x86_put_rel32(opc + skip, sizeof(opc) - skip, addr, counter, out, cap);
+}
+
+int
 arch_emit_call_protected(uint64_t addr, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
 {
     /* lea -0x80(%rsp),%rsp; call rel32; lea 0x80(%rsp),%rsp: 5 + 5 + 8 bytes. */
