@@ -439,12 +439,13 @@ arch_emit_jcc(uint64_t addr, int cond, uint64_t target, uint8_t* out /*OUT*/, si
     return x86_put_rel32(opc, sizeof(opc), addr, target, out, cap);
 }
 
-int
-arch_emit_counter_inc(
-    uint64_t addr, uint64_t counter, int mode, uint8_t* out /*OUT*/, size_t cap)
+/* [prefix] OPCODE with REX and MODRM on disp32(%rip) = COUNTER, the prefix as MODE says
+ * (none, lock, or the switchable ds). */
+static int
+x86_counter_rmw(uint64_t addr, uint64_t counter, int mode, uint8_t rex, uint8_t opcode,
+    uint8_t modrm, uint8_t* out /*OUT*/, size_t cap)
 {
-    /* [prefix] incq disp32(%rip): [f0 or 3e] REX.W ff /0, ModRM 05. */
-    uint8_t opc[] = { ARCH_INC_LOCK_BYTE, 0x48, 0xff, 0x05 };
+    uint8_t opc[] = { ARCH_INC_LOCK_BYTE, rex, opcode, modrm };
     size_t skip = 0;
 
     if (mode == ARCH_INC_PLAIN)
@@ -457,25 +458,24 @@ arch_emit_counter_inc(
 }
 
 int
+arch_emit_counter_inc(
+    uint64_t addr, uint64_t counter, int mode, uint8_t* out /*OUT*/, size_t cap)
+{
+    /* [prefix] incq disp32(%rip): REX.W ff /0, ModRM 05. */
+    return x86_counter_rmw(addr, counter, mode, 0x48, 0xff, 0x05, out, cap);
+}
+
+int
 arch_emit_counter_add_reg(uint64_t addr, uint64_t counter, int mode, uint8_t reg, int subtract,
     uint8_t* out /*OUT*/, size_t cap)
 {
-    /* [prefix] add|sub %r64,disp32(%rip): [f0 or 3e] REX.W(+R) 01|29 /r, ModRM 00 r 101. */
-    uint8_t opc[] = { ARCH_INC_LOCK_BYTE, 0x48, subtract ? 0x29 : 0x01, 0x05 };
-    size_t skip = 0;
+    /* [prefix] add|sub %r64,disp32(%rip): REX.W(+R) 01|29 /r, ModRM 00 r 101. */
     unsigned hw = (unsigned)reg - 1; /* arch/'s 1..16 are rax..r15 in encoding order */
 
     if (reg == ARCH_REG_NONE || reg >= ARCH_NREGS || reg == ARCH_REG_SP)
         return QP_EINVAL;
-    opc[1] = (uint8_t)(opc[1] | (hw >= 8 ? 0x04 : 0));
-    opc[3] = (uint8_t)(opc[3] | (hw & 7) << 3);
-    if (mode == ARCH_INC_PLAIN)
-        skip = 1;
-    else if (mode == ARCH_INC_SWITCH)
-        opc[0] = ARCH_INC_PLAIN_BYTE;
-    else if (mode != ARCH_INC_ATOMIC)
-        return QP_EINVAL;
-    return x86_put_rel32(opc + skip, sizeof(opc) - skip, addr, counter, out, cap);
+    return x86_counter_rmw(addr, counter, mode, (uint8_t)(0x48 | (hw >= 8 ? 0x04 : 0)),
+                           subtract ? 0x29 : 0x01, (uint8_t)(0x05 | (hw & 7) << 3), out, cap);
 }
 
 int
