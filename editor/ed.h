@@ -467,6 +467,27 @@ typedef enum ed_snip {
                          * exec function: it returned, the exec failed */
 } ed_snip_t;
 
+/*
+ * A counter changed by a register, for a loop counted from its induction variable
+ * (doc/qp.md): ED_SNIP_COUNT_REG(REG, SUB) adds the 64-bit register REG (arch/'s number,
+ * not ARCH_REG_SP) to the counter, or subtracts it (SUB). The kind names the register, so
+ * that a probe needs no field of its own (chromium has millions). Only where the ISA can
+ * (arch_isa_t.emit_counter_add_reg_at), never in place.
+ */
+#define ED_SNIP_COUNT_REG_BASE 32
+#define ED_SNIP_COUNT_REG(reg, sub) ((uint8_t)(ED_SNIP_COUNT_REG_BASE + 2 * (reg) + !!(sub)))
+
+/* Is WHAT an ED_SNIP_COUNT_REG kind? Then its register into *REG, SUB into *SUB. */
+static inline int
+ed_snip_count_reg(uint8_t what, uint8_t *reg, int *sub)
+{
+    if (what < ED_SNIP_COUNT_REG_BASE + 2 || what >= ED_SNIP_COUNT_REG_BASE + 2 * ARCH_NREGS)
+        return 0;
+    *reg = (uint8_t)((what - ED_SNIP_COUNT_REG_BASE) / 2);
+    *sub = (what - ED_SNIP_COUNT_REG_BASE) & 1;
+    return 1;
+}
+
 enum {
     ED_PROBE_ENTRY = 1u << 0, /* ED_AT_BEFORE a procedure's entry, for calls only: jumps
                                * from inside the procedure to its entry land after it */

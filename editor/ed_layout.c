@@ -257,6 +257,34 @@ edl_note_lock_site(edl_lock_sites_t *sites, uint64_t addr)
 }
 
 /*
+ * Counter probe P at ADDR into OUT: one added to its counter (REG ARCH_REG_NONE), or
+ * register REG added or subtracted (SUB: ED_SNIP_COUNT_REG). x86-64 saves the flags
+ * around the instruction where they are live, AArch64's increments write no flags.
+ * SITES (NULL when sizing) gets its switchable first byte.
+ */
+static int
+emit_count(const ed_plan_t *plan, const ed_probe_t *p, uint8_t reg, int sub, uint64_t addr,
+           uint8_t *out, size_t cap, edl_lock_sites_t *sites)
+{
+    arch_snip_ctx_t ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.live_flags = p->save_flags ? ARCH_FLAGS_STATUS : 0;
+    if (reg != ARCH_REG_NONE && plan->isa->emit_counter_add_reg_at == NULL)
+        return QP_EUNSUPP;
+    if (plan->opts.atomic == ARCH_INC_SWITCH) { /* its first byte: after the save */
+        uint8_t save[ARCH_MAX_RELOC];
+        int k = p->save_flags ? plan->isa->emit_flags_save(save, sizeof(save)) : 0;
+        QP_CHECK(k);
+        QP_CHECK(edl_note_lock_site(sites, addr + (uint64_t)k));
+    }
+    uint64_t counter = plan->counters + 8ull * p->counter;
+    return reg == ARCH_REG_NONE
+        ? plan->isa->emit_counter_inc_at(addr, counter, plan->opts.atomic, &ctx, out, cap)
+        : plan->isa->emit_counter_add_reg_at(addr, counter, plan->opts.atomic, reg, sub, &ctx,
+                                             out, cap);
+}
+
+/*
  * The snippet of probe P at ADDR into OUT. Its size does not depend on ADDR. SITES (or
  * NULL when only sizing) collects where switchable increments go.
  */
@@ -265,21 +293,8 @@ emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t 
              edl_lock_sites_t *sites)
 {
     switch (p->what) {
-    case ED_SNIP_COUNT: {
-        /* The ISA's increment at a point: x86-64 saves the flags around `incq` where
-         * they are live, AArch64's increments write no flags. */
-        arch_snip_ctx_t ctx;
-        memset(&ctx, 0, sizeof(ctx));
-        ctx.live_flags = p->save_flags ? ARCH_FLAGS_STATUS : 0;
-        if (plan->opts.atomic == ARCH_INC_SWITCH) { /* its first byte: after the save */
-            uint8_t save[ARCH_MAX_RELOC];
-            int k = p->save_flags ? plan->isa->emit_flags_save(save, sizeof(save)) : 0;
-            QP_CHECK(k);
-            QP_CHECK(edl_note_lock_site(sites, addr + (uint64_t)k));
-        }
-        return plan->isa->emit_counter_inc_at(addr, plan->counters + 8ull * p->counter,
-                                              plan->opts.atomic, &ctx, out, cap);
-    }
+    case ED_SNIP_COUNT:
+        return emit_count(plan, p, ARCH_REG_NONE, 0, addr, out, cap, sites);
     case ED_SNIP_EXIT_HOOK:
         return plan->isa->emit_call_protected(addr, plan->exit_hook, out, cap);
     case ED_SNIP_FORK_HOOK:
@@ -299,8 +314,13 @@ emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t 
             ctx.live_flags = ARCH_FLAGS_STATUS;
         return arch_snip_emit(sn->nodes, sn->n, sn->root, &ctx, addr, out, out ? cap : 0);
     }
-    default:
+    default: {
+        uint8_t reg;
+        int sub;
+        if (ed_snip_count_reg(p->what, &reg, &sub))
+            return emit_count(plan, p, reg, sub, addr, out, cap, sites);
         return QP_EINVAL;
+    }
     }
 }
 

@@ -1354,6 +1354,75 @@ START_TEST(test_elfw_fall_stub)
 END_TEST
 
 /*
+ * Counter probes that add or subtract a register (ED_SNIP_COUNT_REG: a loop counted from
+ * its induction variable, doc/qp.md), switchable: each is `ds add|sub %REG,COUNTER(%rip)`
+ * at one of the plan's lock sites, before a block and in a taken edge's stub alike.
+ */
+START_TEST(test_elfw_count_reg)
+{
+    char in[512];
+    path_of(in, sizeof(in), "fall_stub");
+    if (!compile_or_skip("test_elfw_count_reg", "gcc", "fall_stub.c", in))
+        return;
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    ed_plan_t *plan = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(in, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    const cfg_proc_t *pf = cfg_proc_by_name(prog, "fall_free_loop");
+    ck_assert_ptr_nonnull(pf);
+    uint64_t fhead = pf->entry + 4, fjcc = fhead + 7; /* as test_elfw_fall_stub */
+    const uint8_t rdi = 8, r9 = 10;                  /* arch/'s numbers */
+    ck_assert_int_eq(ed_plan_create(prog, NULL, &plan), 0);
+    ed_plan_set_inc_mode(plan, ARCH_INC_SWITCH);
+    ed_probe_t pr[2] = {
+        { .addr = fhead, .at = ED_AT_BEFORE, .what = ED_SNIP_COUNT_REG(rdi, 1), .counter = 2 },
+        { .addr = fjcc, .at = ED_AT_TAKEN, .what = ED_SNIP_COUNT_REG(r9, 0), .counter = 3 },
+    };
+    ck_assert_int_eq(ed_plan_set_probes(plan, pr, 2), 0);
+    uint64_t counters = pf->entry; /* any address in reach: never run */
+    ed_plan_set_runtime(plan, counters, 0, 0, 0, 0);
+    ed_image_t *im = NULL;
+    ck_assert_int_eq(ed_image_create(img, &im), 0);
+    ck_assert_int_eq(ed_plan_apply(plan, &ed_image_ops, im), 0);
+    size_t n = 0;
+    const uint64_t *sites = ed_plan_lock_sites(plan, &n);
+    ck_assert_uint_eq(n, 2);
+    int seen_sub = 0, seen_add = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint8_t b[8];
+        arch_ops_t ops;
+        ck_assert_int_eq(ed_image_ops.read(im, sites[k], b, sizeof(b)), 0);
+        ck_assert_uint_eq(b[0], ARCH_INC_PLAIN_BYTE);
+        ck_assert_int_eq(arch_decode_ops(b, sizeof(b), sites[k], &ops), 0);
+        ck_assert_int_eq(ops.dst.kind, ARCH_OPND_MEM);
+        ck_assert_int_eq(ops.src.kind, ARCH_OPND_REG);
+        if (ops.op == ARCH_OP_SUB) {
+            seen_sub++;
+            ck_assert_int_eq(ops.src.reg, rdi);
+            ck_assert_uint_eq((uint64_t)ops.dst.disp, counters + 8 * 2);
+        } else {
+            seen_add++;
+            ck_assert_int_eq(ops.op, ARCH_OP_ADD);
+            ck_assert_int_eq(ops.src.reg, r9);
+            ck_assert_uint_eq((uint64_t)ops.dst.disp, counters + 8 * 3);
+        }
+    }
+    ck_assert_int_eq(seen_sub, 1);
+    ck_assert_int_eq(seen_add, 1);
+    uint8_t reg;
+    int sub;
+    ck_assert(!ed_snip_count_reg(ED_SNIP_COUNT, &reg, &sub));
+    ck_assert(!ed_snip_count_reg(ED_SNIP_CODE, &reg, &sub));
+    ck_assert(ed_snip_count_reg(ED_SNIP_COUNT_REG(16, 1), &reg, &sub) && reg == 16 && sub == 1);
+    ed_image_destroy(im);
+    ed_plan_destroy(plan);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+/*
  * The space's own bytes of new memory (qp_space_ops_t.bytes: ed_plan_apply emits the
  * relocated code there instead of copying it in): a region from alloc_near shows zeros
  * and what writes put there; a range past its end, and the input's own bytes (written
@@ -1575,6 +1644,7 @@ elfw_suite(void)
     tcase_add_test(tc, test_elfw_rewrite_names_failed_fde);
     tcase_add_test(tc, test_elfw_rewrite_unwind_fail_described);
     tcase_add_test(tc, test_elfw_fall_stub);
+    tcase_add_test(tc, test_elfw_count_reg);
     tcase_add_test(tc, test_elfw_image_bytes);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
