@@ -1275,6 +1275,22 @@ count_piece(void *arg, uint64_t old, uint64_t olen, uint64_t new_, uint64_t nlen
     return 0;
 }
 
+/* tests/progs/fall_stub.c built for TEST into *IMG, *PROG and its procedure
+ * fall_free_loop into *PF: 1, or 0 when gcc cannot build it (skipped). */
+static int
+fall_stub_prog(const char *test, cfg_image_t **img, cfg_prog_t **prog, const cfg_proc_t **pf)
+{
+    char in[512];
+    path_of(in, sizeof(in), "fall_stub");
+    if (!compile_or_skip(test, "gcc", "fall_stub.c", in))
+        return 0;
+    ck_assert_int_eq(cfg_image_open_bfd(in, img), 0);
+    ck_assert_int_eq(cfg_prog_build(*img, NULL, prog), 0);
+    *pf = cfg_proc_by_name(*prog, "fall_free_loop");
+    ck_assert_ptr_nonnull(*pf);
+    return 1;
+}
+
 /*
  * A taken-edge stub asked to fall into its target (ED_PROBE_FALL_IN) goes just before
  * the target block and has no jmp back: where nothing falls into the loop head
@@ -1285,18 +1301,13 @@ count_piece(void *arg, uint64_t old, uint64_t olen, uint64_t new_, uint64_t nlen
  */
 START_TEST(test_elfw_fall_stub)
 {
-    char in[512];
-    path_of(in, sizeof(in), "fall_stub");
-    if (!compile_or_skip("test_elfw_fall_stub", "gcc", "fall_stub.c", in))
-        return;
     cfg_image_t *img = NULL;
     cfg_prog_t *prog = NULL;
     ed_plan_t *plan = NULL;
-    ck_assert_int_eq(cfg_image_open_bfd(in, &img), 0);
-    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
-    const cfg_proc_t *pf = cfg_proc_by_name(prog, "fall_free_loop");
+    const cfg_proc_t *pf = NULL;
+    if (!fall_stub_prog("test_elfw_fall_stub", &img, &prog, &pf))
+        return;
     const cfg_proc_t *pj = cfg_proc_by_name(prog, "fall_jump_loop");
-    ck_assert_ptr_nonnull(pf);
     ck_assert_ptr_nonnull(pj);
     /* xorl; jmp 2f; 1: addq (head); 2: subq; jns 1b -- pushq; xorl; movq; 1: addq (head);
      * subq; jg 1b */
@@ -1360,17 +1371,12 @@ END_TEST
  */
 START_TEST(test_elfw_count_reg)
 {
-    char in[512];
-    path_of(in, sizeof(in), "fall_stub");
-    if (!compile_or_skip("test_elfw_count_reg", "gcc", "fall_stub.c", in))
-        return;
     cfg_image_t *img = NULL;
     cfg_prog_t *prog = NULL;
     ed_plan_t *plan = NULL;
-    ck_assert_int_eq(cfg_image_open_bfd(in, &img), 0);
-    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
-    const cfg_proc_t *pf = cfg_proc_by_name(prog, "fall_free_loop");
-    ck_assert_ptr_nonnull(pf);
+    const cfg_proc_t *pf = NULL;
+    if (!fall_stub_prog("test_elfw_count_reg", &img, &prog, &pf))
+        return;
     uint64_t fhead = pf->entry + 4, fjcc = fhead + 7; /* as test_elfw_fall_stub */
     const uint8_t rdi = 8, r9 = 10;                  /* arch/'s numbers */
     ck_assert_int_eq(ed_plan_create(prog, NULL, &plan), 0);
