@@ -33,6 +33,7 @@ typedef struct dwtypes {
     Dwarf *dbg; /* NULL: no DWARF found (tried once) */
     int fd;
     int tried;
+    const void *map; /* libdw's mapping of the file, known to cfg_mapped_at, or NULL */
 } dwtypes_t;
 
 static int
@@ -49,9 +50,11 @@ fail(char *why, size_t whylen, const char *fmt, ...)
     return QP_ENOTFOUND;
 }
 
-/* DWARF of PATH, or NULL (FD gets the open descriptor to close). */
+/* DWARF of PATH, or NULL (FD gets the open descriptor to close). libdw reads the file
+ * through a mapping of its own: made known to cfg_mapped_at (*MAP), so that a file
+ * truncated meanwhile ends a tool in one line (its SIGBUS handler), not in a crash. */
 static Dwarf *
-open_dwarf(const char *path, int *fd)
+open_dwarf(const char *path, int *fd, const void **map)
 {
     *fd = path != NULL ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     if (*fd < 0)
@@ -60,7 +63,9 @@ open_dwarf(const char *path, int *fd)
     if (d == NULL) {
         close(*fd);
         *fd = -1;
+        return NULL;
     }
+    *map = cfg_mapped_add_elf(dwarf_getelf(d), path);
     return d;
 }
 
@@ -70,6 +75,7 @@ cfg_dwtypes_free(void *p)
     dwtypes_t *t = p;
     if (t == NULL)
         return;
+    cfg_mapped_remove(t->map); /* (first: the mapping goes with dwarf_end) */
     if (t->dbg != NULL)
         dwarf_end(t->dbg);
     if (t->fd >= 0)
@@ -94,15 +100,15 @@ image_dwarf(const cfg_image_t *img)
     if (t->tried)
         return t->dbg;
     t->tried = 1;
-    if ((t->dbg = open_dwarf(img->path, &t->fd)) == NULL && img->debug_file != NULL)
-        t->dbg = open_dwarf(img->debug_file, &t->fd);
+    if ((t->dbg = open_dwarf(img->path, &t->fd, &t->map)) == NULL && img->debug_file != NULL)
+        t->dbg = open_dwarf(img->debug_file, &t->fd, &t->map);
     if (t->dbg == NULL && img->build_id_len > 1) {
         char p[256];
         int n = snprintf(p, sizeof(p), "/usr/lib/debug/.build-id/%02x/", img->build_id[0]);
         for (size_t i = 1; i < img->build_id_len && n > 0 && (size_t)n < sizeof(p) - 8; i++)
             n += snprintf(p + n, sizeof(p) - (size_t)n, "%02x", img->build_id[i]);
         snprintf(p + n, sizeof(p) - (size_t)n, ".debug");
-        t->dbg = open_dwarf(p, &t->fd);
+        t->dbg = open_dwarf(p, &t->fd, &t->map);
     }
     return t->dbg;
 }

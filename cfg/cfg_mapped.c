@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <libelf.h>
+
 #include "cfg/cfg_priv.h"
 
 /* Files mapped at once: the input, its debug file, a process's libraries (qp report of a
@@ -46,6 +48,17 @@ cfg_mapped_add(const void *map, size_t len, const char *path)
         return;
     }
     free(copy);
+}
+
+const void *
+cfg_mapped_add_elf(Elf *elf, const char *path)
+{
+    size_t len = 0;
+    const char *raw = elf != NULL ? elf_rawfile(elf, &len) : NULL;
+    if (raw == NULL || len == 0)
+        return NULL;
+    cfg_mapped_add(raw, len, path);
+    return cfg_mapped_at(raw) != NULL ? raw : NULL;
 }
 
 void

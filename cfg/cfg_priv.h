@@ -141,10 +141,9 @@ typedef struct cfg_image_priv {
  * freeze kept (cfg_image_decode_freeze), hold the instruction at ADDR? 1 or 0. */
 int cfg_image_decode_kept(const cfg_image_t *img, uint64_t addr);
 
-/* The mapping MAP of LEN bytes of the file PATH made known to cfg_mapped_at, and
- * forgotten (before it is unmapped); cfg_mapped.c. */
+/* The mapping MAP of LEN bytes of the file PATH made known to cfg_mapped_at (forgotten
+ * by cfg_mapped_remove); cfg_mapped.c. */
 void cfg_mapped_add(const void *map, size_t len, const char *path);
-void cfg_mapped_remove(const void *map);
 
 /* Free cfg_image_priv_t.dwtypes. */
 void cfg_dwtypes_free(void *dwtypes);

@@ -311,6 +311,7 @@ elfw_new_bytes_at(const char *input, uint64_t *off)
         return QP_EIO;
     struct stat st;
     Elf *e = fstat(fd, &st) == 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
+    const void *map = cfg_mapped_add_elf(e, input); /* (a truncation: one line, no crash) */
     GElf_Ehdr eh;
     size_t shnum = 0, shstrndx = 0, phnum = 0;
     GElf_Shdr *sh = NULL;
@@ -332,6 +333,7 @@ elfw_new_bytes_at(const char *input, uint64_t *off)
     }
     free(sh);
     free(ph);
+    cfg_mapped_remove(map);
     if (e != NULL)
         elf_end(e);
     close(fd);

@@ -411,6 +411,58 @@ START_TEST(test_cfg_huge_pages_same_relocs)
 }
 END_TEST
 
+/* Every mapping of a file the image reads is known to cfg_mapped_at (a tool's SIGBUS
+ * handler ends in one line when the file is truncated meanwhile): libdw's own mapping for
+ * the DWARF types (cfg_arg_field) as well as the reader's. */
+START_TEST(test_cfg_dwarf_mapping_known)
+{
+    char src[64], exe[64], cmd[256];
+    snprintf(src, sizeof(src), "/tmp/qpt-dwmap-%d.c", (int)getpid());
+    snprintf(exe, sizeof(exe), "/tmp/qpt-dwmap-%d", (int)getpid());
+    FILE *f = fopen(src, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("struct s { long len; };\n"
+          "__attribute__((noinline)) long get(struct s *p) { return p->len; }\n"
+          "int main(void) { struct s v = { 3 }; return (int)get(&v) - 3; }\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "gcc -g -O1 -o %s %s", exe, src);
+    ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+    cfg_image_t *img = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(exe, &img), 0);
+    const cfg_symbol_t *get = NULL;
+    for (size_t i = 0; i < img->nsymbols && get == NULL; i++)
+        if (strcmp(img->symbols[i].name, "get") == 0)
+            get = &img->symbols[i];
+    ck_assert_ptr_nonnull(get);
+    cfg_field_t field;
+    char why[256];
+    ck_assert_int_eq(cfg_arg_field(img, get->addr, "get", 0, "->len", &field, why, sizeof(why)),
+                     0);
+    FILE *maps = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(maps);
+    char line[1024];
+    int nmaps = 0;
+    while (fgets(line, sizeof(line), maps) != NULL) {
+        unsigned long lo;
+        char *path = strchr(line, '/');
+        if (path == NULL || sscanf(line, "%lx-", &lo) != 1)
+            continue;
+        path[strcspn(path, "\n")] = '\0';
+        if (strcmp(path, exe) != 0)
+            continue;
+        nmaps++;
+        ck_assert_msg(cfg_mapped_at((const void *)lo) != NULL,
+                      "the mapping of %s at %#lx is unknown to cfg_mapped_at", exe, lo);
+    }
+    fclose(maps);
+    ck_assert_int_ge(nmaps, 2); /* the reader's and libdw's */
+    cfg_image_destroy(img);
+    ck_assert_ptr_null(cfg_mapped_at((const void *)get)); /* (not a mapping) */
+    unlink(exe);
+    unlink(src);
+}
+END_TEST
+
 START_TEST(test_cfg_lookups)
 {
     char *path = compile_known(1);
@@ -891,6 +943,7 @@ cfg_suite(void)
     tcase_add_test(tc, test_cfg_kept_runs_checked);
     tcase_add_test(tc, test_cfg_flatten_threads);
     tcase_add_test(tc, test_cfg_huge_pages_same_relocs);
+    tcase_add_test(tc, test_cfg_dwarf_mapping_known);
     suite_add_tcase(s, tc);
     return s;
 }
