@@ -93,6 +93,8 @@ int64_t drv_weights_get(const drv_weights_t *w, uint64_t from, uint64_t to, uint
  */
 int drv_addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n);
 
+typedef struct drv_iv_plan drv_iv_plan_t; /* drv_ivloop.c */
+
 /* One procedure's graph, built by drv_graph_build. */
 typedef struct drv_graph {
     const cfg_prog_t *prog;
@@ -128,6 +130,8 @@ typedef struct drv_graph {
     const drv_weights_t *weights; /* an earlier profile's edge counts, or NULL */
     uint8_t entry_by_calls;  /* the entry edge's count comes from the call sites (set by
                               * drv_run for qp: QP_PROC_BY_CALLS): no counter needs it */
+    uint8_t iv_loops;        /* count loops from induction variables (drv_result_t's) */
+    drv_iv_plan_t *iv;       /* ... those the tree counts so (qp), or NULL */
     double *freq;            /* drv_ops_t.prepare's estimate per edge, or NULL */
     uint8_t *tree;           /* ... and its spanning tree (qp), or NULL */
     uint8_t tree_per_block;  /* ... which counts the blocks instead */
@@ -211,6 +215,24 @@ int drv_iv_find(const drv_graph_t *g, cfg_loop_forest_t **forest /*OUT*/,
 int drv_iv_edge_crosses(const drv_graph_t *g, const cfg_loop_forest_t *f,
                         const drv_iv_loop_t *iv, uint32_t e);
 
+/* Can every way into and out of IV's loop carry its instruction where drv_graph_build
+ * put that edge's counter: with the register's value as it crosses the edge (no write
+ * to it between that spot and the edge)? 1 or 0. */
+int drv_iv_spots_ok(const drv_graph_t *g, const cfg_loop_forest_t *f, const drv_iv_loop_t *iv);
+
+/* The blocks a qp tree counts from induction variables (drv_graph_t.iv). */
+struct drv_iv_plan {
+    cfg_loop_forest_t *forest; /* the loops v[] index into */
+    drv_iv_loop_t *v;          /* the candidates */
+    uint32_t n;
+    uint32_t *cand;            /* per block: the candidate that counts it, or UINT32_MAX */
+};
+void drv_iv_plan_free(drv_iv_plan_t *p);
+
+/* Must the register's add or sub on edge E of G (where drv_graph_build put its counter)
+ * save the flags? Unlike an increment it writes CF too. 1 or 0. */
+int drv_iv_save_flags(const drv_graph_t *g, uint32_t e);
+
 /* PROG's procedures by entry (drv_entries.c): drv_entered(M, ADDR) is the index of the
  * procedure cfg_proc_entered_at(PROG, ADDR) gives, or CFG_NONE, found by hashing.
  * drv_entries_build: 0 or QP_ENOMEM. */
@@ -265,6 +287,9 @@ typedef struct drv_result {
     uint32_t *xlate_miss;    /* ... and the miss counter of each (its procedure's) */
     size_t nxlate, xlate_cap;
     uint32_t nthread_hooks;  /* thread hooks placed */
+    uint8_t iv_loops;        /* set by the caller before drv_run (kept by it): qp counts
+                              * loops from their induction variables (drv_ivloop.c) */
+    uint32_t niv_counted;    /* ... the blocks so counted */
     qp_desc_summarize_fn summarize; /* set by the caller, or NULL: fills the description's
                               * zero-input summaries before it is serialized */
     uint32_t nthread_unseen; /* thread-start sites in procedures not measured, plus one when
@@ -421,6 +446,11 @@ int drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t
  * live_out back to AT; 1 when its instructions cannot be decoded or are too many.
  */
 int drv_graph_save_at(const drv_graph_t *g, uint32_t bi, uint64_t at);
+
+/* The flags live before the instruction at AT in block BI of G (ARCH_FLAG_* bits), from
+ * the block's live_out back to AT; 0xff when its instructions cannot be decoded or are
+ * too many. */
+uint8_t drv_graph_live_at(const drv_graph_t *g, uint32_t bi, uint64_t at);
 
 /* What instruction IN (PREV: the one before it in its block, or NULL) is: DRV_SITE_FORK
  * (a child may run after it), DRV_SITE_THREAD (a thread may start in it), both, or 0. */

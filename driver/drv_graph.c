@@ -109,19 +109,26 @@ leave_live(const drv_graph_t *g, const cfg_prog_t *prog, const cfg_edge_t *ed)
     return ARCH_FLAGS_STATUS;
 }
 
-int
-drv_graph_save_at(const drv_graph_t *g, uint32_t bi, uint64_t at)
+uint8_t
+drv_graph_live_at(const drv_graph_t *g, uint32_t bi, uint64_t at)
 {
     const cfg_block_t *b = &g->prog->blocks[g->first + bi];
     arch_insn_t v[64];
     size_t n = 0;
     for (uint64_t a = at; a < b->end; a += v[n++].len)
         if (n == sizeof(v) / sizeof(v[0]) || cfg_image_decode(g->prog->img, a, b->end, &v[n]) < 0)
-            return 1;
+            return 0xff;
     uint8_t live = g->live_out[bi];
     while (n-- > 0)
         live = live_before(g, &v[n], live);
-    return pt_flags_must_save(live, g->clobbers);
+    return live;
+}
+
+int
+drv_graph_save_at(const drv_graph_t *g, uint32_t bi, uint64_t at)
+{
+    uint8_t live = drv_graph_live_at(g, bi, at);
+    return live == 0xff || pt_flags_must_save(live, g->clobbers);
 }
 
 /* Flags live after block B's last instruction, from its successors' live_in. */
@@ -551,6 +558,7 @@ drv_graph_free(drv_graph_t *g)
     free(g->thread_before);
     free(g->freq);
     free(g->tree);
+    drv_iv_plan_free(g->iv);
     memset(g, 0, sizeof(*g));
 }
 

@@ -132,3 +132,91 @@ drv_iv_edge_crosses(const drv_graph_t *g, const cfg_loop_forest_t *f, const drv_
     int to_in = ed->to < nb && cfg_loop_contains(f, iv->loop, ed->to);
     return from_in != to_in;
 }
+
+/* Does any instruction of block BI (local) in [LO, HI) write register REG? 1, 0, or -1
+ * when one cannot be read. */
+static int
+writes_between(const drv_graph_t *g, uint32_t bi, uint64_t lo, uint64_t hi, uint8_t reg)
+{
+    const cfg_block_t *b = &g->prog->blocks[g->first + bi];
+    for (uint64_t a = b->start; a < b->end && a < hi;) {
+        arch_insn_t in;
+        uint32_t w;
+        uint8_t r;
+        int64_t step;
+        if (cfg_image_decode(g->prog->img, a, 0, &in) < 0
+            || insn_writes(g->prog, &in, &w, &r, &step) < 0)
+            return -1;
+        if (a >= lo && (w & (1u << reg)))
+            return 1;
+        a += in.len;
+    }
+    return 0;
+}
+
+int
+drv_iv_spots_ok(const drv_graph_t *g, const cfg_loop_forest_t *f, const drv_iv_loop_t *iv)
+{
+    uint32_t nb = g->nblocks;
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        if (!drv_iv_edge_crosses(g, f, iv, e))
+            continue;
+        const drv_edge_t *ed = &g->edges[e];
+        if (ed->place == DRV_PLACE_TAKEN)
+            continue; /* a stub on the edge itself */
+        if (ed->place != DRV_PLACE_BEFORE && ed->place != DRV_PLACE_AFTER)
+            return 0;
+        /* The instruction at the spot, and the point just before or after it. */
+        arch_insn_t in;
+        if (cfg_image_decode(g->prog->img, ed->at, 0, &in) < 0)
+            return 0;
+        uint64_t point = ed->place == DRV_PLACE_BEFORE ? ed->at : ed->at + in.len;
+        const cfg_block_t *b = g->prog->blocks + g->first;
+        if (ed->from < nb && ed->at >= b[ed->from].start && ed->at < b[ed->from].end) {
+            /* In the source: nothing after the point may write the register. */
+            if (writes_between(g, ed->from, point, UINT64_MAX, iv->reg) != 0)
+                return 0;
+        } else if (ed->to < nb && ed->at >= b[ed->to].start && ed->at < b[ed->to].end) {
+            /* In the target: nothing before the point may. */
+            if (writes_between(g, ed->to, 0, point, iv->reg) != 0)
+                return 0;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void
+drv_iv_plan_free(drv_iv_plan_t *p)
+{
+    if (p == NULL)
+        return;
+    cfg_loop_forest_destroy(p->forest);
+    free(p->v);
+    free(p->cand);
+    free(p);
+}
+
+int
+drv_iv_save_flags(const drv_graph_t *g, uint32_t e)
+{
+    const drv_edge_t *ed = &g->edges[e];
+    const cfg_block_t *b = g->prog->blocks + g->first;
+    uint32_t nb = g->nblocks, bi = ed->from < nb && ed->at >= b[ed->from].start
+        && ed->at < b[ed->from].end ? ed->from : ed->to;
+    uint8_t live = 0xff;
+    if (ed->place == DRV_PLACE_TAKEN)
+        live = ed->to < nb ? g->live_in[ed->to] : 0xff;
+    else if (bi < nb && ed->place == DRV_PLACE_BEFORE)
+        live = drv_graph_live_at(g, bi, ed->at);
+    else if (bi < nb && ed->place == DRV_PLACE_AFTER) {
+        arch_insn_t in;
+        if (cfg_image_decode(g->prog->img, ed->at, 0, &in) == 0) {
+            uint64_t next = ed->at + in.len;
+            live = next < b[bi].end ? drv_graph_live_at(g, bi, next)
+                : bi == ed->from && ed->to < nb ? g->live_in[ed->to] : 0xff;
+        }
+    }
+    return live == 0xff || (live & ARCH_FLAGS_STATUS) != 0;
+}

@@ -913,6 +913,10 @@ alloc_counters(drv_graph_t *g, const uint8_t *in_tree, int per_block, drv_result
         }
 }
 
+static int build_tree_iv(drv_graph_t *g, const double *freq, const int64_t *runs, double *w,
+                         uint32_t *fallin, uint32_t *order, uint32_t *parent, uint8_t *in_tree,
+                         uint8_t *ground);
+
 /*
  * Without --weights, the tree depends on G alone: built by qp_prepare on any thread into
  * G->tree (and G->tree_per_block), as qp_place would build it. Returns 0 or QP_E*.
@@ -937,11 +941,14 @@ prepare_tree(drv_graph_t *g)
         goto out;
     }
     uint32_t *fallin = best + nb;
-    build_tree(g, g->freq, NULL, NULL, w, fallin, order, parent, in_tree, ground);
+    if ((rc = build_tree_iv(g, g->freq, NULL, w, fallin, order, parent, in_tree, ground)) < 0)
+        goto out;
     g->tree_per_block = (uint8_t)uses_block_counters(g, in_tree);
     if (g->tree_per_block) {
         memset(in_tree, 1, n);
         memset(in_tree + n, 0, nb);
+        drv_iv_plan_free(g->iv); /* (every block its own increment) */
+        g->iv = NULL;
     }
     choose_falls(g, in_tree, g->freq, 0, best, fallin);
     g->tree = in_tree;
@@ -983,14 +990,18 @@ typedef struct iv_projection {
 } iv_projection_t;
 
 /* Each candidate's price into PRICE (per block, -1: none; the cheapest of a block's
- * candidates): a counter on every way into and out of its loop, run as often as the
- * profile says (MEASURED, -1 when it lacks one of them) or as estimated (FREQ). */
+ * candidates, WHICH (unless NULL) the candidate's index): a counter on every way into and
+ * out of its loop, run as often as the profile says (MEASURED, -1 when it lacks one of
+ * them) or as estimated (FREQ). */
 static void
 iv_prices(const drv_graph_t *g, const cfg_loop_forest_t *f, const drv_iv_loop_t *iv,
-          uint32_t niv, const double *freq, int measured, double *price)
+          uint32_t niv, const double *freq, int measured, double *price, uint32_t *which)
 {
-    for (uint32_t i = 0; i < g->nblocks; i++)
+    for (uint32_t i = 0; i < g->nblocks; i++) {
         price[i] = -1;
+        if (which != NULL)
+            which[i] = UINT32_MAX;
+    }
     for (uint32_t k = 0; k < niv; k++) {
         double p = 0;
         for (uint32_t e = 0; e < g->nedges && p >= 0; e++) {
@@ -1000,9 +1011,76 @@ iv_prices(const drv_graph_t *g, const cfg_loop_forest_t *f, const drv_iv_loop_t 
             double runs = measured ? (double)c : freq[e];
             p = c < 0 ? -1 : p + runs * counter_cost(&g->edges[e], 0);
         }
-        if (p >= 0 && (price[iv[k].block] < 0 || p < price[iv[k].block]))
+        if (p >= 0 && (price[iv[k].block] < 0 || p < price[iv[k].block])) {
             price[iv[k].block] = p;
+            if (which != NULL)
+                which[iv[k].block] = k;
+        }
     }
+}
+
+/* Per block of G, what its count from an induction variable costs over the profiled run
+ * where G->iv counts it so, else -1 (for add_weighted_cost); NULL: no memory. */
+static double *
+iv_used_prices(const drv_graph_t *g)
+{
+    double *price = malloc((g->nblocks + 1) * sizeof(double));
+    if (price == NULL)
+        return NULL;
+    iv_prices(g, g->iv->forest, g->iv->v, g->iv->n, NULL, 1, price, NULL);
+    for (uint32_t i = 0; i < g->nblocks; i++)
+        if (g->iv->cand[i] == UINT32_MAX)
+            price[i] = -1;
+    return price;
+}
+
+/*
+ * G's tree (build_tree's, with its arguments) where G counts loops from their induction
+ * variables (drv_graph_t.iv_loops, an ISA with emit_counter_add_reg_at): each candidate
+ * that can be (drv_iv_find's; for now a step of +1 or -1, so that the counter counts the
+ * block itself, which the description states as for any block counter; every spot
+ * holding the register's value: drv_iv_spots_ok) priced from the measured counts (RUNS
+ * not NULL) or the estimate, and the blocks the tree then counts so into G->iv (NULL:
+ * none). 0 or QP_ENOMEM.
+ */
+static int
+build_tree_iv(drv_graph_t *g, const double *freq, const int64_t *runs, double *w,
+              uint32_t *fallin, uint32_t *order, uint32_t *parent, uint8_t *in_tree,
+              uint8_t *ground)
+{
+    drv_iv_plan_free(g->iv);
+    g->iv = NULL;
+    if (!g->iv_loops || cfg_image_isa(g->prog->img)->emit_counter_add_reg_at == NULL) {
+        build_tree(g, freq, runs, NULL, w, fallin, order, parent, in_tree, ground);
+        return 0;
+    }
+    uint32_t nb = g->nblocks, n = g->nedges, kept = 0, used = 0;
+    drv_iv_plan_t *p = calloc(1, sizeof(*p));
+    double *price = malloc((nb + 1) * sizeof(double));
+    int rc = p == NULL || price == NULL ? QP_ENOMEM : drv_iv_find(g, &p->forest, &p->v, &p->n);
+    if (rc == 0 && (p->cand = malloc((nb + 1) * sizeof(uint32_t))) == NULL)
+        rc = QP_ENOMEM;
+    for (uint32_t k = 0; rc == 0 && k < p->n; k++)
+        if ((p->v[k].step == 1 || p->v[k].step == -1) && drv_iv_spots_ok(g, p->forest, &p->v[k]))
+            p->v[kept++] = p->v[k];
+    if (rc == 0) {
+        p->n = kept;
+        iv_prices(g, p->forest, p->v, p->n, freq, runs != NULL, price, p->cand);
+    }
+    build_tree(g, freq, runs, rc == 0 && kept > 0 ? price : NULL, w, fallin, order, parent,
+               in_tree, ground);
+    for (uint32_t i = 0; rc == 0 && i < nb; i++) {
+        if (price[i] >= 0 && w[n + i] == price[i] && !in_tree[n + i])
+            used++;
+        else
+            p->cand[i] = UINT32_MAX;
+    }
+    if (rc == 0 && used > 0)
+        g->iv = p;
+    else
+        drv_iv_plan_free(p);
+    free(price);
+    return rc;
 }
 
 /*
@@ -1059,8 +1137,8 @@ project_iv(drv_graph_t *g, const double *freq, const int64_t *runs, double *w,
     }
     double *estimated = price + nb + 1, *use = estimated + nb + 1;
     p->found = niv;
-    iv_prices(g, f, iv, niv, freq, 1, price);
-    iv_prices(g, f, iv, niv, freq, 0, estimated);
+    iv_prices(g, f, iv, niv, freq, 1, price, NULL);
+    iv_prices(g, f, iv, niv, freq, 0, estimated, NULL);
     p->have_weighted = iv_tree_cost(g, freq, runs, runs, price, price, w, fallin, order,
                                     parent, in_tree, ground, best, use, &p->weighted,
                                     &p->used) == 0;
@@ -1125,13 +1203,16 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         memset(in_tree, 0, all + 1);
         memset(ground, 0, nodes);
     }
-    build_tree(g, freq, runs, NULL, w, fallin, order, parent, in_tree, ground);
+    if ((rc = build_tree_iv(g, freq, runs, w, fallin, order, parent, in_tree, ground)) < 0)
+        goto out;
     int per_block = uses_block_counters(g, in_tree);
     if (per_block) {
         /* Count this procedure's blocks instead: that gives every block count and
          * the calls; the report says which edge counts stay unknown. */
         memset(in_tree, 1, n);
         memset(in_tree + n, 0, nb);
+        drv_iv_plan_free(g->iv);
+        g->iv = NULL;
         choose_falls(g, in_tree, freq, 0, best, fallin); /* none */
         if (g->weights != NULL) {
             drv_cost_t cost = { 0 };
@@ -1149,7 +1230,13 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     choose_falls(g, in_tree, freq, runs != NULL, best, fallin);
     if (g->weights != NULL) {
         drv_cost_t cost = { 0 };
-        add_weighted_cost(g, in_tree, runs, fallin, NULL, &cost, &res->weighted_unknown);
+        double *use = g->iv != NULL ? iv_used_prices(g) : NULL;
+        if (g->iv != NULL && use == NULL) {
+            rc = QP_ENOMEM;
+            goto out;
+        }
+        add_weighted_cost(g, in_tree, runs, fallin, use, &cost, &res->weighted_unknown);
+        free(use);
         drv_cost_add(&res->weighted, &cost);
         if (static_added)
             note_gap(res->gaps, &res->ngaps, g->proc, drv_cost_insns(&static_cost),

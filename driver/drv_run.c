@@ -96,6 +96,40 @@ add_probe(drv_result_t *res, uint64_t at, int where, int what, int save, uint32_
     return 0;
 }
 
+/* The ed_at_t of a counter on edge ED, or -1 when none can go there. */
+static int
+probe_at(const drv_edge_t *ed)
+{
+    return ed->place == DRV_PLACE_BEFORE ? ED_AT_BEFORE
+        : ed->place == DRV_PLACE_AFTER   ? ED_AT_AFTER
+        : ed->place == DRV_PLACE_TAKEN   ? ED_AT_TAKEN
+                                         : -1;
+}
+
+/*
+ * The probes of block I's counter where G counts it from an induction variable
+ * (drv_ivloop.c): its register subtracted on every way into its loop and added on every
+ * way out (the other way round for a step of -1), each where that edge's counter would
+ * go (drv_iv_spots_ok checked that the register holds its value there).
+ */
+static int
+add_iv_probes(drv_result_t *res, const drv_graph_t *g, uint32_t i)
+{
+    const drv_iv_loop_t *iv = &g->iv->v[g->iv->cand[i]];
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        if (!drv_iv_edge_crosses(g, g->iv->forest, iv, e))
+            continue;
+        const drv_edge_t *ed = &g->edges[e];
+        int entering = ed->to < g->nblocks && cfg_loop_contains(g->iv->forest, iv->loop, ed->to);
+        int where = probe_at(ed);
+        if (where < 0)
+            return QP_EINVAL;
+        QP_CHECK(add_probe(res, ed->at, where, ED_SNIP_COUNT_REG(iv->reg, entering == (iv->step > 0)),
+                           drv_iv_save_flags(g, e), g->block_counter[i]));
+    }
+    return 0;
+}
+
 /* Functions that end the process: the frames below them never return. */
 static const char *const exit_names[] = { "exit", "_exit", "_Exit", "quick_exit", NULL };
 /* Functions that replace the program, unless they fail (and return): an exit dump before
@@ -550,10 +584,7 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         const drv_edge_t *ed = &g->edges[e];
         if (ed->counter == QP_NOCOUNTER)
             continue;
-        int where = ed->place == DRV_PLACE_BEFORE ? ED_AT_BEFORE
-            : ed->place == DRV_PLACE_AFTER        ? ED_AT_AFTER
-            : ed->place == DRV_PLACE_TAKEN        ? ED_AT_TAKEN
-                                                  : -1;
+        int where = probe_at(ed);
         if (where < 0)
             return QP_EINVAL; /* a driver counted an edge that cannot carry a counter */
         QP_CHECK(add_probe(res, ed->at, where, ED_SNIP_COUNT, ed->save_flags, ed->counter));
@@ -567,7 +598,11 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         || (size_t)res->nedges + g->nedges > res->edges_cap)
         return QP_ERANGE;
     for (uint32_t i = 0; i < g->nblocks; i++) {
-        if (g->block_counter[i] != QP_NOCOUNTER) {
+        if (g->block_counter[i] != QP_NOCOUNTER && !inplace && g->iv != NULL
+            && g->iv->cand[i] != UINT32_MAX) {
+            QP_CHECK(add_iv_probes(res, g, i));
+            res->niv_counted++;
+        } else if (g->block_counter[i] != QP_NOCOUNTER) {
             QP_CHECK(add_probe(res, g->block_at[i], ED_AT_BEFORE, ED_SNIP_COUNT,
                                g->block_save[i], g->block_counter[i]));
             if (inplace)
@@ -831,6 +866,7 @@ typedef struct prep {
     const drv_prog_info_t *info;
     const drv_weights_t *weights;
     const uint8_t *by_calls;
+    uint8_t iv_loops;       /* drv_result_t.iv_loops */
     drv_entries_t entries;  /* drv_result_t.entries (a copy: the workers read it while
                              * the taker writes the result) */
     qp_desc_block_t *blocks;/* drv_result_t.blocks and edges, reserved for every graph: */
@@ -866,6 +902,7 @@ prep_one(void *arg, unsigned worker, size_t k)
         return 0;
     it->rc = build_graph(p->prog, i, p->info, &p->entries, &it->g);
     it->g.weights = p->weights; /* (as run_pass sets them: prepare may read them) */
+    it->g.iv_loops = p->iv_loops;
     it->g.entry_by_calls = p->by_calls[i];
     if (it->rc == 0 && p->drv->prepare != NULL && (it->rc = p->drv->prepare(&it->g)) < 0)
         drv_graph_free(&it->g);
@@ -995,6 +1032,7 @@ pass_proc(pass_t *c, uint32_t i)
     int rc = prep_take(c->prep, i, &g);
     const char *why = g.why;
     g.weights = c->weights;
+    g.iv_loops = res->iv_loops;
     g.entry_by_calls = c->by_calls[i];
     if (rc == 0) {
         uint32_t c0 = res->ncounters;
@@ -1200,7 +1238,9 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
          void (*on_progress)(void *arg, size_t done, size_t total), void *arg, int by_calls_ok,
          unsigned threads)
 {
+    uint8_t iv_loops = res->iv_loops; /* (the caller's) */
     memset(res, 0, sizeof(*res));
+    res->iv_loops = iv_loops;
     res->driver = drv->kind;
     res->resume_unnamed = go_resume_unnamed(prog);
     uint32_t off;
@@ -1255,8 +1295,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
     prep_t prep[2];
     for (int b = 0; b < 2; b++) {
-        prep[b] = (prep_t) { drv, prog, plan, &info, weights, by_calls, res->entries,
-                             res->blocks, res->edges, threads, 0, 0, NULL };
+        prep[b] = (prep_t) { drv, prog, plan, &info, weights, by_calls, res->iv_loops,
+                             res->entries, res->blocks, res->edges, threads, 0, 0, NULL };
         if (rc == 0 && threads > 1
             && (prep[b].items = calloc(PREP_BATCH, sizeof(prep_item_t))) == NULL)
             rc = QP_ENOMEM;

@@ -211,6 +211,7 @@ qpt_rewrite_set(qpt_rewrite_t *r, int option, long value)
     case QPT_RW_STRETCH: r->stretch = on; return 0;
     case QPT_RW_KEEP_TABLES: r->keep_tables = on; return 0;
     case QPT_RW_LOCAL_LIBS: r->local_libs = on; return 0;
+    case QPT_RW_IV_LOOPS: r->iv_loops = on; return 0;
     default: return QPT_EINVAL;
     }
 }
@@ -454,6 +455,7 @@ measure_plan(void *arg, ed_plan_t *plan, const elfw_instr_t **instr)
     const qpt_rewrite_t *r = c->r;
     const cfg_prog_t *prog = c->prog;
     qpt_rw_progress(r, "placing counters");
+    c->res.iv_loops = (uint8_t)r->iv_loops;
     int rc = drv_run_threads(r->drv, prog, plan, c->w, &c->res, placing_progress, c->r,
                              r->threads);
     if (rc == 0 && r->call_targets && !c->tracing)

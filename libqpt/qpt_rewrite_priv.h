@@ -74,6 +74,7 @@ struct qpt_rewrite {
     char *weights;             /* qp: an earlier profile's edge counts, or NULL */
     int atomic;                /* counters: 1 locked, 0 plain, -1 decide */
     int call_targets;          /* qp: record indirect calls' targets */
+    int iv_loops;              /* qp: loops counted from induction variables */
     int trace_mem;             /* trace drivers: load and store addresses too */
     int keep_old_text;         /* never reuse the old bytes of moved code */
     int verbose;               /* more lines (every procedure left in place) */

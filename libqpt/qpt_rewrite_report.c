@@ -283,6 +283,10 @@ qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const
         } else {
             qpt_rw_say(r, "%s: counters: %s (%s); %u thread hooks", output,
                     mode[inc.mode], inc.why, res.nthread_hooks);
+            if (res.iv_loops)
+                qpt_rw_say(r, "%s: --iv-loops: %u blocks counted from an induction variable "
+                        "(its register subtracted on the ways into their loop, added on the "
+                        "ways out)", output, res.niv_counted);
             if (r->weights != NULL)
                 qpt_rw_say(r,
                         "%s: --weights: over the profiled run the counters add %llu "

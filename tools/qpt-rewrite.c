@@ -51,6 +51,8 @@ usage(FILE *f)
             "      --call-targets     qp: also record the targets of indirect calls, so that\n"
             "                         the call graph names who calls through pointers\n"
             "                         (about 30 instructions per indirect call)\n"
+            "      --iv-loops         qp (experimental): count a loop stepped by one register\n"
+            "                         from that register where it costs less (doc/qp.md)\n"
             "      --dump-cfg[=KIND]  print the control-flow analysis instead of rewriting:\n"
             "                         summary (default), text (every block and edge),\n"
             "                         dot (Graphviz, needs --proc)\n"
@@ -91,6 +93,7 @@ usage(FILE *f)
 
 /* Options kept for make_rewrite. */
 static int call_targets;  /* --call-targets */
+static int iv_loops;      /* --iv-loops */
 static int trace_mem;     /* --trace-mem */
 static int with_libs;     /* --with-libs */
 static unsigned nthreads; /* --threads, or 0: the CPUs online (at most 8) */
@@ -173,6 +176,7 @@ make_rewrite(const char *driver, int atomic, const char *weights, int verbose)
     rc |= qpt_rewrite_set(r, QPT_RW_ATOMIC, atomic);
     rc |= qpt_rewrite_set_weights(r, weights);
     rc |= qpt_rewrite_set(r, QPT_RW_CALL_TARGETS, call_targets);
+    rc |= qpt_rewrite_set(r, QPT_RW_IV_LOOPS, iv_loops);
     rc |= qpt_rewrite_set(r, QPT_RW_TRACE_MEM, trace_mem);
     rc |= qpt_rewrite_set(r, QPT_RW_THREADS, nthreads);
     rc |= qpt_rewrite_set(r, QPT_RW_KEEP_OLD_TEXT, keep_old_text);
@@ -241,6 +245,7 @@ main(int argc, char **argv)
         { "metrics", required_argument, NULL, 'M' },
         { "debug-dir", required_argument, NULL, 'g' },
         { "call-targets", no_argument, NULL, 'T' },
+        { "iv-loops", no_argument, NULL, 'I' },
         { "trace-mem", no_argument, NULL, 'm' },
         { "with-libs", no_argument, NULL, 'L' },
         { "force", no_argument, NULL, 'F' },
@@ -279,6 +284,7 @@ main(int argc, char **argv)
         case 'w': weights = optarg; break;
         case 'P': profile = optarg; break;
         case 'T': call_targets = 1; break;
+        case 'I': iv_loops = 1; break;
         case 'm': trace_mem = 1; break;
         case 'L': with_libs = 1; break;
         case 'F': force = 1; break;

@@ -54,6 +54,8 @@ typedef enum qpt_rewrite_option {
     QPT_RW_STRETCH,        /* testing: a nop after every relocated instruction */
     QPT_RW_KEEP_TABLES,    /* testing: never retarget jump tables */
     QPT_RW_LOCAL_LIBS,     /* the output looks for its libraries in its own folder first */
+    QPT_RW_IV_LOOPS,       /* qp: count a loop stepped by one register from that register
+                            * where it costs less (experimental: doc/qp.md) */
 } qpt_rewrite_option_t;
 
 /* Set OPTION (qpt_rewrite_option_t) to VALUE. QPT_EINVAL for an unknown option or a
