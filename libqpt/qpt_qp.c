@@ -475,45 +475,57 @@ demangled_plt_names(const qp_report_t *r)
     return v;
 }
 
+/* A procedure as qualify_duplicates sorts it: the key of its name (qp_name_prefix). */
+typedef struct name_ord {
+    uint64_t prefix;
+    uint32_t proc;
+} name_ord_t;
+
 static int
 cmp_by_name(const void *a, const void *b, void *arg)
 {
     const qpt_qp_t *m = arg;
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    int c = strcmp(proc_name(m, x), proc_name(m, y));
-    return c != 0 ? c : (x > y) - (x < y);
+    const name_ord_t *x = a, *y = b;
+    if (x->prefix != y->prefix)
+        return x->prefix < y->prefix ? -1 : 1;
+    int c = (x->prefix & 0xff) != 0 ? strcmp(proc_name(m, x->proc), proc_name(m, y->proc)) : 0;
+    return c != 0 ? c : (x->proc > y->proc) - (x->proc < y->proc);
 }
 
 /* Procedures that share a name (static functions of several files) are printed as
- * "name [file.c]" (their source file, DWARF), so that rows can be told apart. */
+ * "name [file.c]" (their source file, DWARF), so that rows can be told apart. Sorted by
+ * the keys of their names: a sort by the names read two for every comparison
+ * (chromium's 667,000: 5% of a flat report's instructions). */
 static void
 qualify_duplicates(qpt_qp_t *m)
 {
     uint32_t n = m->desc.hdr.nprocs;
     if (m->names == NULL && (m->names = calloc(n + 1, sizeof(char *))) == NULL)
         return;
-    uint32_t *order = malloc((n + 1) * sizeof(uint32_t));
+    name_ord_t *order = malloc((n + 1) * sizeof(name_ord_t));
     if (order == NULL)
         return;
     for (uint32_t i = 0; i < n; i++)
-        order[i] = i;
-    qsort_r(order, n, sizeof(uint32_t), cmp_by_name, m);
+        order[i] = (name_ord_t) { qp_name_prefix(proc_name(m, i)), i };
+    qsort_r(order, n, sizeof(name_ord_t), cmp_by_name, m);
     for (uint32_t i = 0; i < n;) {
         uint32_t j = i + 1;
-        while (j < n && strcmp(proc_name(m, order[i]), proc_name(m, order[j])) == 0)
+        while (j < n && order[j].prefix == order[i].prefix
+               && strcmp(proc_name(m, order[i].proc), proc_name(m, order[j].proc)) == 0)
             j++;
         for (uint32_t k = i; j - i > 1 && k < j; k++) {
-            const char *file = proc_file(m, order[k]), *base = file ? strrchr(file, '/') : NULL;
+            uint32_t proc = order[k].proc;
+            const char *file = proc_file(m, proc), *base = file ? strrchr(file, '/') : NULL;
             if (file == NULL)
                 continue;
-            const char *name = proc_name(m, order[k]);
+            const char *name = proc_name(m, proc);
             size_t len = strlen(name) + strlen(base ? base + 1 : file) + 4;
             char *q = malloc(len);
             if (q == NULL)
                 continue;
             snprintf(q, len, "%s [%s]", name, base ? base + 1 : file);
-            free(m->names[order[k]]);
-            m->names[order[k]] = q;
+            free(m->names[proc]);
+            m->names[proc] = q;
         }
         i = j;
     }
