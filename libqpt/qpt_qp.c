@@ -475,61 +475,73 @@ demangled_plt_names(const qp_report_t *r)
     return v;
 }
 
-/* A procedure as qualify_duplicates sorts it: the key of its name (qp_name_prefix). */
-typedef struct name_ord {
-    uint64_t prefix;
-    uint32_t proc;
-} name_ord_t;
-
-static int
-cmp_by_name(const void *a, const void *b, void *arg)
+/* A hash of name S (FNV-1a). */
+static uint64_t
+name_hash(const char *s)
 {
-    const qpt_qp_t *m = arg;
-    const name_ord_t *x = a, *y = b;
-    if (x->prefix != y->prefix)
-        return x->prefix < y->prefix ? -1 : 1;
-    int c = (x->prefix & 0xff) != 0 ? strcmp(proc_name(m, x->proc), proc_name(m, y->proc)) : 0;
-    return c != 0 ? c : (x->proc > y->proc) - (x->proc < y->proc);
+    uint64_t h = 0xcbf29ce484222325u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+    return h;
+}
+
+/* DUP[i] set for each procedure of M whose name another one has too: by a hash table of
+ * the first procedure of each name (open addressing; a sort of chromium's 667,000
+ * names was 5% of a flat report's instructions). 0, or QP_ENOMEM. */
+static int
+mark_duplicates(const qpt_qp_t *m, uint8_t *dup)
+{
+    uint32_t n = m->desc.hdr.nprocs;
+    size_t size = 64;
+    while (size < (size_t)n + n / 2)
+        size *= 2;
+    uint32_t *first = malloc(size * sizeof(uint32_t)); /* QP_VIRT: empty */
+    if (first == NULL)
+        return QP_ENOMEM;
+    memset(first, 0xff, size * sizeof(uint32_t));
+    for (uint32_t i = 0; i < n; i++) {
+        const char *name = proc_name(m, i);
+        size_t at = name_hash(name) & (size - 1);
+        while (first[at] != QP_VIRT && strcmp(proc_name(m, first[at]), name) != 0)
+            at = (at + 1) & (size - 1);
+        if (first[at] == QP_VIRT)
+            first[at] = i;
+        else
+            dup[first[at]] = dup[i] = 1;
+    }
+    free(first);
+    return 0;
 }
 
 /* Procedures that share a name (static functions of several files) are printed as
- * "name [file.c]" (their source file, DWARF), so that rows can be told apart. Sorted by
- * the keys of their names: a sort by the names read two for every comparison
- * (chromium's 667,000: 5% of a flat report's instructions). */
+ * "name [file.c]" (their source file, DWARF), so that rows can be told apart. */
 static void
 qualify_duplicates(qpt_qp_t *m)
 {
     uint32_t n = m->desc.hdr.nprocs;
     if (m->names == NULL && (m->names = calloc(n + 1, sizeof(char *))) == NULL)
         return;
-    name_ord_t *order = malloc((n + 1) * sizeof(name_ord_t));
-    if (order == NULL)
+    uint8_t *dup = calloc(n + 1, 1);
+    if (dup == NULL || mark_duplicates(m, dup) < 0) {
+        free(dup);
         return;
-    for (uint32_t i = 0; i < n; i++)
-        order[i] = (name_ord_t) { qp_name_prefix(proc_name(m, i)), i };
-    qsort_r(order, n, sizeof(name_ord_t), cmp_by_name, m);
-    for (uint32_t i = 0; i < n;) {
-        uint32_t j = i + 1;
-        while (j < n && order[j].prefix == order[i].prefix
-               && strcmp(proc_name(m, order[i].proc), proc_name(m, order[j].proc)) == 0)
-            j++;
-        for (uint32_t k = i; j - i > 1 && k < j; k++) {
-            uint32_t proc = order[k].proc;
-            const char *file = proc_file(m, proc), *base = file ? strrchr(file, '/') : NULL;
-            if (file == NULL)
-                continue;
-            const char *name = proc_name(m, proc);
-            size_t len = strlen(name) + strlen(base ? base + 1 : file) + 4;
-            char *q = malloc(len);
-            if (q == NULL)
-                continue;
-            snprintf(q, len, "%s [%s]", name, base ? base + 1 : file);
-            free(m->names[proc]);
-            m->names[proc] = q;
-        }
-        i = j;
     }
-    free(order);
+    /* (Which share a name is known before any name changes.) */
+    for (uint32_t proc = 0; proc < n; proc++) {
+        const char *file = dup[proc] ? proc_file(m, proc) : NULL;
+        const char *base = file ? strrchr(file, '/') : NULL;
+        if (file == NULL)
+            continue;
+        const char *name = proc_name(m, proc);
+        size_t len = strlen(name) + strlen(base ? base + 1 : file) + 4;
+        char *q = malloc(len);
+        if (q == NULL)
+            continue;
+        snprintf(q, len, "%s [%s]", name, base ? base + 1 : file);
+        free(m->names[proc]);
+        m->names[proc] = q;
+    }
+    free(dup);
 }
 
 void

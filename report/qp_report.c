@@ -319,8 +319,8 @@ typedef struct flat_key {
     name_key_t name;
 } flat_key_t;
 
-uint64_t
-qp_name_prefix(const char *s)
+static uint64_t
+name_prefix(const char *s)
 {
     uint64_t v = 0;
     int i = 0;
@@ -361,7 +361,7 @@ static name_key_t
 name_key(const qp_report_t *r, uint32_t row)
 {
     uint32_t proc = r->procs[row].proc;
-    return (name_key_t) { qp_name_prefix(qp_desc_str(r->desc, r->desc->procs[proc].name)), row,
+    return (name_key_t) { name_prefix(qp_desc_str(r->desc, r->desc->procs[proc].name)), row,
                           proc };
 }
 

@@ -245,13 +245,6 @@ qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out /*OUT*/);
 int qp_name_matches(const char *mangled, const char *name);
 
 /*
- * The first 8 bytes of name S as a big-endian number, a shorter name's zero bytes after
- * it: two names compare as strcmp orders them wherever their keys differ; with equal
- * keys whose last byte is not 0, strcmp decides (sorts by keys read far fewer names).
- */
-uint64_t qp_name_prefix(const char *s);
-
-/*
  * Does the rewritten program IMG keep new code in its old text (qpt-rewrite without
  * --keep-old-text: a .qpt.text section over the file bytes of the old code)? Then the
  * old bytes of moved code are not the original instructions any more.
