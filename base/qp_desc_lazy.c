@@ -699,9 +699,7 @@ decode_aside(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
         qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
-    /* The decoder leaves absent fields (new_start, ret_addr, padding) as they are. */
-    memset(lz->sblocks, 0, c->nblocks * sizeof(qp_desc_block_t));
-    memset(lz->sedges, 0, c->nedges * sizeof(qp_desc_edge_t));
+    /* (The decoder writes every field of a record, absent ones 0: nothing to clear.) */
     /* Its records inflated (kept until the next chunk: classify_procs copies some). */
     free(lz->sraw);
     lz->sraw = NULL;
