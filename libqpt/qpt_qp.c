@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_search.h"
 #include "libqpt/qpt_qp_priv.h"
 
 /* One line "PATH: MSG" into WHY; returns RC. */
@@ -475,16 +476,6 @@ demangled_plt_names(const qp_report_t *r)
     return v;
 }
 
-/* A hash of name S (FNV-1a). */
-static uint64_t
-name_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3u;
-    return h;
-}
-
 /* DUP[i] set for each procedure of M whose name another one has too: by a hash table of
  * the first procedure of each name (open addressing; a sort of chromium's 667,000
  * names was 5% of a flat report's instructions). 0, or QP_ENOMEM. */
@@ -501,7 +492,7 @@ mark_duplicates(const qpt_qp_t *m, uint8_t *dup)
     memset(first, 0xff, size * sizeof(uint32_t));
     for (uint32_t i = 0; i < n; i++) {
         const char *name = proc_name(m, i);
-        size_t at = name_hash(name) & (size - 1);
+        size_t at = qp_str_hash(name) & (size - 1);
         while (first[at] != QP_VIRT && strcmp(proc_name(m, first[at]), name) != 0)
             at = (at + 1) & (size - 1);
         if (first[at] == QP_VIRT)

@@ -10,11 +10,13 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "arch/arch.h"
+#include "base/qp_search.h"
 #include "report/qp_report.h"
 
 /* The longest run of instructions looked at for a stub's first jump. */
@@ -177,15 +179,8 @@ qp_report_site_kept(const qp_entry_map_t *map, const qp_desc_keys_t *keys, uint3
 static size_t
 stub_place(const qp_report_t *r, size_t n, uint64_t entry)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->stubs[mid].entry < entry)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return qp_lower_bound_u64(r->stubs, n, sizeof(*r->stubs), offsetof(qp_plt_stub_t, entry),
+                              entry);
 }
 
 /* The stub at C's target among R->stubs[0..*N-1] (by entry; AT: its stub_place):

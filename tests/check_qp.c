@@ -1898,11 +1898,16 @@ START_TEST(test_qp_profile_merge)
 }
 END_TEST
 
-/*
- * Process slots: a count is the base counter plus that counter in every slot in use;
- * a fold killed half-way (a FOLDING slot with its journal set) counts once, whether the
- * base counter had been updated or not.
- */
+/* The bytes of a profile file of id ID with NCOUNTERS counters (counter i = i), P's. */
+static uint8_t *
+profile_bytes(uint64_t id, uint32_t ncounters, qp_profile_t *p, size_t *n)
+{
+    make_profile(p, id, ncounters, 1, 0);
+    char why[256] = "";
+    ck_assert_int_eq(qp_profile_write(tmp_path("s.qp"), p, why, sizeof(why)), 0);
+    return read_file(tmp_path("s.qp"), n);
+}
+
 /* A slot's counters added to the base counters saturate at 2^64 - 1, two at a time
  * and the odd one after them alike, and say so; a sum of exactly 2^64 - 1 is no
  * saturation. */
@@ -1910,11 +1915,9 @@ START_TEST(test_qp_profile_slots_saturate)
 {
     make_tmpdir();
     qp_profile_t p, back;
-    make_profile(&p, 0x78, 7, 1, 0); /* base counter i = i */
     char why[256] = "";
-    ck_assert_int_eq(qp_profile_write(tmp_path("s.qp"), &p, why, sizeof(why)), 0);
     size_t n;
-    uint8_t *good = read_file(tmp_path("s.qp"), &n);
+    uint8_t *good = profile_bytes(0x78, 7, &p, &n);
     uint64_t cbytes = QP_PROF_CBYTES(7);
     const qp_prof_hdr_t *h = (const qp_prof_hdr_t *)good;
     for (int over = 0; over < 3; over++) {
@@ -1945,15 +1948,18 @@ START_TEST(test_qp_profile_slots_saturate)
 }
 END_TEST
 
+/*
+ * Process slots: a count is the base counter plus that counter in every slot in use;
+ * a fold killed half-way (a FOLDING slot with its journal set) counts once, whether the
+ * base counter had been updated or not.
+ */
 START_TEST(test_qp_profile_slots)
 {
     make_tmpdir();
     qp_profile_t p, back;
-    make_profile(&p, 0x77, 600, 1, 0); /* base counter i = i */
     char why[256] = "";
-    ck_assert_int_eq(qp_profile_write(tmp_path("s.qp"), &p, why, sizeof(why)), 0);
     size_t n;
-    uint8_t *good = read_file(tmp_path("s.qp"), &n);
+    uint8_t *good = profile_bytes(0x77, 600, &p, &n);
     uint64_t cbytes = QP_PROF_CBYTES(600);
     const qp_prof_hdr_t *h = (const qp_prof_hdr_t *)good;
     ck_assert_uint_eq(n, h->slotc_off);
