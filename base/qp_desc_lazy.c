@@ -85,6 +85,7 @@ struct qp_desc_lazy {
      * each a search through 3 million call sites). */
     uint32_t *first_call;
     uint32_t nprocs;             /* the description's */
+    uint32_t hint;               /* the chunk chunk_of_proc found last */
     desc_stream_t z;             /* the chunks' decoder (its memory kept between chunks;
                                   * all zero: DESC_STREAM_INIT) */
 };
@@ -392,15 +393,33 @@ validate_index(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, char
     return validate_chunks(d, lz, n, why, whylen);
 }
 
-/* The chunk of procedure PROC in LZ. */
-static desc_chunk_t *
-chunk_of_proc(const struct qp_desc_lazy *lz, uint32_t proc)
+/* Does chunk C hold procedure PROC? */
+static int
+chunk_holds(const desc_chunk_t *c, uint32_t proc)
 {
+    return c->proc <= proc && proc - c->proc < c->nprocs;
+}
+
+/* The chunk of procedure PROC in LZ. The report asks by procedure index, mostly the
+ * chunk it asked last or the next one: those first (a search through chromium's 13,000
+ * chunks for each of 1.3 million questions was 4% of the report's instructions). */
+static desc_chunk_t *
+chunk_of_proc(struct qp_desc_lazy *lz, uint32_t proc)
+{
+    uint32_t h = lz->hint;
+    if (h < lz->nchunks && chunk_holds(&lz->chunks[h], proc))
+        return &lz->chunks[h];
+    if (h + 1 < lz->nchunks && chunk_holds(&lz->chunks[h + 1], proc)) {
+        lz->hint = h + 1;
+        return &lz->chunks[h + 1];
+    }
     uint32_t lo = 0, hi = lz->nchunks;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (lz->chunks[mid].proc <= proc && proc - lz->chunks[mid].proc < lz->chunks[mid].nprocs)
+        if (chunk_holds(&lz->chunks[mid], proc)) {
+            lz->hint = mid;
             return &lz->chunks[mid];
+        }
         if (lz->chunks[mid].proc <= proc)
             lo = mid + 1;
         else
@@ -680,9 +699,7 @@ decode_aside(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
         qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
-    /* The decoder leaves absent fields (new_start, ret_addr, padding) as they are. */
-    memset(lz->sblocks, 0, c->nblocks * sizeof(qp_desc_block_t));
-    memset(lz->sedges, 0, c->nedges * sizeof(qp_desc_edge_t));
+    /* (The decoder writes every field of a record, absent ones 0: nothing to clear.) */
     /* Its records inflated (kept until the next chunk: classify_procs copies some). */
     free(lz->sraw);
     lz->sraw = NULL;

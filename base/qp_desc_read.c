@@ -163,11 +163,13 @@ desc_get_block(rbuf_t *b, run_t *r, qp_desc_block_t *k)
     k->start = desc_unzz64(desc_get_u(b), r->start);
     k->size = desc_get_u32(b);
     r->start = k->start + k->size;
+    k->new_start = 0;
     if (head & 2) {
         k->new_start = desc_unzz64(desc_get_u(b), r->new_start);
         r->new_start = k->new_start + k->size;
     }
     k->counter = head & 1 ? get_counter(b, r) : QP_NOCOUNTER;
+    k->pad = 0;
 }
 
 /* An edge end: 0 for X, else 1 + a delta from REF. */
@@ -188,6 +190,8 @@ desc_get_edge(rbuf_t *b, run_t *r, qp_desc_edge_t *e)
         r->from = e->from;
     e->to = get_end(b, r->from);
     e->counter = head & 2 ? get_counter(b, r) : QP_NOCOUNTER;
+    memset(e->pad, 0, sizeof(e->pad));
+    e->ret_addr = 0;
     if (head & 1)
         e->ret_addr = r->ret_addr = desc_unzz64(desc_get_u(b), desc_ret_base(r, e->to));
 }

@@ -5,7 +5,8 @@
 /*
  * PURPOSE: the binary search of a sorted table by a 64-bit key (an address, most
  * often) that the project's tables share: relocations by place, anchors by adr, ...,
- * and the buckets that narrow a search of millions of keys to a few (qp_buckets_t).
+ * and the buckets that narrow a search of millions of keys to a few (qp_buckets_t);
+ * the hash of the hash tables of names.
  * Header-only, on the C library alone; below every folder.
  */
 #include <stddef.h>
@@ -32,6 +33,16 @@ qp_lower_bound_u64(const void *base, size_t n, size_t size, size_t offset, uint6
             hi = mid;
     }
     return lo;
+}
+
+/* A hash of string S (FNV-1a), for the hash tables of names. */
+static inline uint64_t
+qp_str_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+    return h;
 }
 
 /* The key at position I of the caller's table CTX (a table read through an index, or

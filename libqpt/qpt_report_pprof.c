@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/qp_bytes.h"
+#include "base/qp_search.h"
 #include "include/qpt/qpt.h"
 #include "include/qpt/qpt_report.h"
 
@@ -26,15 +27,6 @@ typedef struct strtab {
     int oom;        /* memory ran out: later strings are index 0 */
 } strtab_t;
 
-static uint64_t
-str_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* Double the hash (or make its first 1,024 slots). 0 or -1. */
 static int
 strtab_grow(strtab_t *t)
@@ -44,7 +36,7 @@ strtab_grow(strtab_t *t)
     if (sl == NULL)
         return -1;
     for (uint32_t i = 0; i < t->n; i++) {
-        uint32_t k = (uint32_t)(str_hash(t->v[i]) & (ns - 1));
+        uint32_t k = (uint32_t)(qp_str_hash(t->v[i]) & (ns - 1));
         while (sl[k])
             k = (k + 1) & (ns - 1);
         sl[k] = i + 1;
@@ -62,7 +54,7 @@ intern(strtab_t *t, const char *s)
         t->oom = 1;
         return 0;
     }
-    uint32_t k = (uint32_t)(str_hash(s) & (t->nslot - 1));
+    uint32_t k = (uint32_t)(qp_str_hash(s) & (t->nslot - 1));
     for (; t->slot[k]; k = (k + 1) & (t->nslot - 1))
         if (strcmp(t->v[t->slot[k] - 1], s) == 0)
             return t->slot[k] - 1;

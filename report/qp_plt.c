@@ -10,11 +10,13 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "arch/arch.h"
+#include "base/qp_search.h"
 #include "report/qp_report.h"
 
 /* The longest run of instructions looked at for a stub's first jump. */
@@ -173,59 +175,72 @@ qp_report_site_kept(const qp_entry_map_t *map, const qp_desc_keys_t *keys, uint3
     return is_direct(&keys->calls[k]) && target_kind(map, keys, k) != TARGET_MEASURED;
 }
 
-/* The stubs that the measured procedures of R call (R->stubs, by entry, with their
- * names), and per measured procedure (in R->procs order) whether it calls one. */
+/* The place in R->stubs[0..N-1] (by entry) of the stub at ENTRY, or where it goes. */
+static size_t
+stub_place(const qp_report_t *r, size_t n, uint64_t entry)
+{
+    return qp_lower_bound_u64(r->stubs, n, sizeof(*r->stubs), offsetof(qp_plt_stub_t, entry),
+                              entry);
+}
+
+/* The stub at C's target among R->stubs[0..*N-1] (by entry; AT: its stub_place):
+ * added, or its name taken from C when it has none. */
+static int
+add_stub(qp_report_t *r, size_t *n, size_t *cap, size_t at, const qp_desc_call_t *c)
+{
+    const char *name = qp_desc_str(r->desc, c->name);
+    if (at < *n && r->stubs[at].entry == c->target) {
+        if (r->stubs[at].name[0] == '\0')
+            r->stubs[at].name = name;
+        return 0;
+    }
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        qp_plt_stub_t *v = realloc(r->stubs, nc * sizeof(*v));
+        if (v == NULL)
+            return QP_ENOMEM;
+        r->stubs = v;
+        *cap = nc;
+    }
+    memmove(&r->stubs[at + 1], &r->stubs[at], (*n - at) * sizeof(*r->stubs));
+    r->stubs[at] = (qp_plt_stub_t) { .entry = c->target, .name = name };
+    (*n)++;
+    return 0;
+}
+
+/* The stubs that the measured procedures of R call (R->stubs, by entry, each named by
+ * the first site that names it), and per measured procedure (in R->procs order) whether
+ * it calls one. One entry per stub as the sites are walked: an entry per site, sorted,
+ * was 2.7% of chromium's flat report (380,000 sites, 1,700 stubs). */
 static int
 find_stubs(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
            const cfg_image_t *img, uint8_t *calls_stub)
 {
     const qp_desc_t *d = r->desc;
     const qp_desc_keys_t *keys = qp_desc_keys(d);
-    size_t n = 0, cap = 0;
+    size_t out = 0, cap = 0;
     int rc = keys == NULL ? QP_ENOMEM : 0;
     for (uint32_t k = 0; k < r->nprocs && rc == 0; k++) {
         uint32_t proc = r->procs[k].proc;
         const qp_desc_proc_t *p = &d->procs[proc];
         for (uint32_t i = keys->first[proc];
-             i < keys->n && keys->calls[i].block - p->block < p->nblocks; i++) {
+             rc == 0 && i < keys->n && keys->calls[i].block - p->block < p->nblocks; i++) {
             const qp_desc_call_t *c = &keys->calls[i];
             int kind = is_direct(c) ? target_kind(map, keys, i) : TARGET_NONE;
             /* A stub the description lists is counted as what it is there. */
             if (kind == TARGET_UNMEASURED && unmeasured_at(r, ue, c->target) != NULL)
                 calls_stub[k] = 1; /* calls a procedure not measured: counted too */
-            if (!is_direct(c) || kind != TARGET_NONE || !is_plt(img, c->target))
+            if (!is_direct(c) || kind != TARGET_NONE)
                 continue;
-            calls_stub[k] = 1;
-            if (n == cap) {
-                size_t nc = cap ? 2 * cap : 64;
-                qp_plt_stub_t *v = realloc(r->stubs, nc * sizeof(*v));
-                if (v == NULL) {
-                    rc = QP_ENOMEM;
-                    break;
-                }
-                r->stubs = v;
-                cap = nc;
+            size_t at = stub_place(r, out, c->target);
+            if ((at < out && r->stubs[at].entry == c->target) || is_plt(img, c->target)) {
+                calls_stub[k] = 1;
+                rc = add_stub(r, &out, &cap, at, c);
             }
-            r->stubs[n++] = (qp_plt_stub_t) {
-                .entry = c->target,
-                .name = qp_desc_str(d, c->name),
-            };
         }
     }
     if (rc < 0)
         return rc;
-    /* One stub per entry, named by the first site that names it. */
-    if (n > 0)
-        qsort(r->stubs, n, sizeof(*r->stubs), cmp_stub);
-    size_t out = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (out > 0 && r->stubs[out - 1].entry == r->stubs[i].entry) {
-            if (r->stubs[out - 1].name[0] == '\0')
-                r->stubs[out - 1].name = r->stubs[i].name;
-            continue;
-        }
-        r->stubs[out++] = r->stubs[i];
-    }
     r->nplt = (uint32_t)out;
     r->plt = calloc(out + 1, sizeof(*r->plt));
     r->plt_names = calloc(out + 1, PLT_NAME_LEN);

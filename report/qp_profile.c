@@ -173,13 +173,30 @@ sat_add(uint64_t a, uint64_t b, int *saturated)
     return s;
 }
 
+/* Two counters at a time (GCC's and Clang's vector extension: SSE2 on x86-64). */
+typedef uint64_t counter_pair_t __attribute__((vector_size(16)));
+
 /* INTO[i] += FROM[i] for N counters, saturating at UINT64_MAX (without a branch: a
- * slot of chromium's holds 4 million); 1 when one saturated. */
+ * slot of chromium's holds 4 million); 1 when one saturated. The carry out of each sum
+ * is its top bit's (a & b | (a | b) & ~sum), which needs no 64-bit comparison: two
+ * counters added at once (chromium's 58 million: 0.7 G instructions one at a time). */
 static int
 add_counters(uint64_t *restrict into, const uint64_t *restrict from, uint64_t n)
 {
-    uint64_t over = 0;
-    for (uint64_t i = 0; i < n; i++) {
+    counter_pair_t over2 = { 0, 0 };
+    uint64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        counter_pair_t a, b;
+        memcpy(&a, &into[i], sizeof(a));
+        memcpy(&b, &from[i], sizeof(b));
+        counter_pair_t sum = a + b;
+        counter_pair_t o = ((a & b) | ((a | b) & ~sum)) >> 63;
+        over2 |= o;
+        sum |= 0 - o;
+        memcpy(&into[i], &sum, sizeof(sum));
+    }
+    uint64_t over = over2[0] | over2[1];
+    for (; i < n; i++) {
         uint64_t sum = into[i] + from[i];
         uint64_t o = sum < from[i];
         over |= o;

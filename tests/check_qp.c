@@ -1898,6 +1898,56 @@ START_TEST(test_qp_profile_merge)
 }
 END_TEST
 
+/* The bytes of a profile file of id ID with NCOUNTERS counters (counter i = i), P's. */
+static uint8_t *
+profile_bytes(uint64_t id, uint32_t ncounters, qp_profile_t *p, size_t *n)
+{
+    make_profile(p, id, ncounters, 1, 0);
+    char why[256] = "";
+    ck_assert_int_eq(qp_profile_write(tmp_path("s.qp"), p, why, sizeof(why)), 0);
+    return read_file(tmp_path("s.qp"), n);
+}
+
+/* A slot's counters added to the base counters saturate at 2^64 - 1, two at a time
+ * and the odd one after them alike, and say so; a sum of exactly 2^64 - 1 is no
+ * saturation. */
+START_TEST(test_qp_profile_slots_saturate)
+{
+    make_tmpdir();
+    qp_profile_t p, back;
+    char why[256] = "";
+    size_t n;
+    uint8_t *good = profile_bytes(0x78, 7, &p, &n);
+    uint64_t cbytes = QP_PROF_CBYTES(7);
+    const qp_prof_hdr_t *h = (const qp_prof_hdr_t *)good;
+    for (int over = 0; over < 3; over++) {
+        uint8_t *b = calloc(1, n + cbytes);
+        memcpy(b, good, n);
+        qp_prof_slot_t *tab = (qp_prof_slot_t *)(b + h->slots_off);
+        uint64_t *s0 = (uint64_t *)(b + h->slotc_off);
+        tab[0].state = QP_SLOT_OWNED;
+        tab[0].pid = 1;
+        s0[3] = UINT64_MAX - 3;              /* 3 + that: 2^64 - 1, no saturation */
+        s0[1] = over == 1 ? UINT64_MAX : 5;  /* in a pair */
+        s0[6] = over == 2 ? UINT64_MAX - 5 : 5; /* the last one, alone */
+        write_file(tmp_path("sat.qp"), b, n + cbytes);
+        ck_assert_msg(qp_profile_read(tmp_path("sat.qp"), &back, why, sizeof(why)) == 0, "%s",
+                      why);
+        ck_assert_uint_eq(back.counters[0], 0);
+        ck_assert_uint_eq(back.counters[3], UINT64_MAX);
+        ck_assert_uint_eq(back.counters[1], over == 1 ? UINT64_MAX : 6);
+        ck_assert_uint_eq(back.counters[6], over == 2 ? UINT64_MAX : 11);
+        ck_assert_uint_eq(back.counters[5], 5);
+        ck_assert_int_eq(back.saturated != 0, over != 0);
+        qp_profile_free(&back);
+        free(b);
+    }
+    free(good);
+    qp_profile_free(&p);
+    remove_tmpdir();
+}
+END_TEST
+
 /*
  * Process slots: a count is the base counter plus that counter in every slot in use;
  * a fold killed half-way (a FOLDING slot with its journal set) counts once, whether the
@@ -1907,11 +1957,9 @@ START_TEST(test_qp_profile_slots)
 {
     make_tmpdir();
     qp_profile_t p, back;
-    make_profile(&p, 0x77, 600, 1, 0); /* base counter i = i */
     char why[256] = "";
-    ck_assert_int_eq(qp_profile_write(tmp_path("s.qp"), &p, why, sizeof(why)), 0);
     size_t n;
-    uint8_t *good = read_file(tmp_path("s.qp"), &n);
+    uint8_t *good = profile_bytes(0x77, 600, &p, &n);
     uint64_t cbytes = QP_PROF_CBYTES(600);
     const qp_prof_hdr_t *h = (const qp_prof_hdr_t *)good;
     ck_assert_uint_eq(n, h->slotc_off);
@@ -2934,6 +2982,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_profile_check);
     tcase_add_test(tc, test_qp_profile_merge);
     tcase_add_test(tc, test_qp_profile_slots);
+    tcase_add_test(tc, test_qp_profile_slots_saturate);
     tcase_add_test(tc, test_qp_profile_open_fill);
     suite_add_tcase(s, tc);
 
