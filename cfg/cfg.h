@@ -298,16 +298,16 @@ int cfg_file_same(const struct stat *a, const struct stat *b);
 const char *cfg_mapped_at(const void *addr);
 
 /*
- * libelf's mapping of the file PATH that ELF reads (elf_begin with ELF_C_READ_MMAP, as
- * libdw's DWARF_C_READ does) made known to cfg_mapped_at as well, so that a file truncated
- * while it is read ends a tool in one line, not in a crash. Returns the mapping, to give
- * cfg_mapped_remove before elf_end, or NULL (ELF read the file into memory, or no slot
- * was free: a fault there stays a crash).
+ * Another reader's mapping MAP of LEN bytes of the file PATH (libelf's, where elf_begin
+ * reads with ELF_C_READ_MMAP as libdw's DWARF_C_READ does: elf_rawfile gives it) made
+ * known to cfg_mapped_at as well, so that a file truncated while it is read ends a tool
+ * in one line, not in a crash. Returns MAP, to give cfg_mapped_remove before it is
+ * unmapped (elf_end), or NULL (MAP NULL, or no slot was free: a fault there stays a
+ * crash).
  */
-struct Elf;
-const void *cfg_mapped_add_elf(struct Elf *elf, const char *path);
+const void *cfg_mapped_add_file(const void *map, size_t len, const char *path);
 
-/* Forget the mapping MAP (cfg_mapped_add_elf's; NULL: nothing), before it is unmapped. */
+/* Forget the mapping MAP (cfg_mapped_add_file's; NULL: nothing), before it is unmapped. */
 void cfg_mapped_remove(const void *map);
 
 /*

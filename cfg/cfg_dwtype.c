@@ -65,7 +65,9 @@ open_dwarf(const char *path, int *fd, const void **map)
         *fd = -1;
         return NULL;
     }
-    *map = cfg_mapped_add_elf(dwarf_getelf(d), path);
+    size_t len = 0;
+    Elf *e = dwarf_getelf(d);
+    *map = cfg_mapped_add_file(e != NULL ? elf_rawfile(e, &len) : NULL, len, path);
     return d;
 }
 

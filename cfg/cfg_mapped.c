@@ -14,8 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <libelf.h>
-
 #include "cfg/cfg_priv.h"
 
 /* Files mapped at once: the input, its debug file, a process's libraries (qp report of a
@@ -51,14 +49,12 @@ cfg_mapped_add(const void *map, size_t len, const char *path)
 }
 
 const void *
-cfg_mapped_add_elf(Elf *elf, const char *path)
+cfg_mapped_add_file(const void *map, size_t len, const char *path)
 {
-    size_t len = 0;
-    const char *raw = elf != NULL ? elf_rawfile(elf, &len) : NULL;
-    if (raw == NULL || len == 0)
+    if (map == NULL || len == 0)
         return NULL;
-    cfg_mapped_add(raw, len, path);
-    return cfg_mapped_at(raw) != NULL ? raw : NULL;
+    cfg_mapped_add(map, len, path);
+    return cfg_mapped_at(map) != NULL ? map : NULL;
 }
 
 void

@@ -311,7 +311,9 @@ elfw_new_bytes_at(const char *input, uint64_t *off)
         return QP_EIO;
     struct stat st;
     Elf *e = fstat(fd, &st) == 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
-    const void *map = cfg_mapped_add_elf(e, input); /* (a truncation: one line, no crash) */
+    size_t maplen = 0; /* (libelf's mapping known: a truncation ends in one line) */
+    const void *map =
+        cfg_mapped_add_file(e != NULL ? elf_rawfile(e, &maplen) : NULL, maplen, input);
     GElf_Ehdr eh;
     size_t shnum = 0, shstrndx = 0, phnum = 0;
     GElf_Shdr *sh = NULL;

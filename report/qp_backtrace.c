@@ -42,7 +42,7 @@ typedef struct exec_range {
 struct qp_unwinder {
     int fd;             /* the open executable */
     Elf *elf;           /* libelf handle (libdw reads the CFI through it) */
-    const void *map;    /* its mapping, known to cfg_mapped_at (cfg_mapped_add_elf) */
+    const void *map;    /* its mapping, known to cfg_mapped_at (cfg_mapped_add_file) */
     Dwarf_CFI *cfi;     /* .eh_frame, through PT_GNU_EH_FRAME when present */
     exec_range_t *code; /* executable segments: a pc elsewhere is not ours */
     size_t ncode;
@@ -140,7 +140,8 @@ qp_unwinder_create(const char *path, qp_unwinder_t **out, char *why, size_t whyl
     }
     elf_version(EV_CURRENT);
     u->elf = elf_begin(u->fd, ELF_C_READ_MMAP, NULL);
-    u->map = cfg_mapped_add_elf(u->elf, path);
+    size_t len = 0;
+    u->map = cfg_mapped_add_file(u->elf != NULL ? elf_rawfile(u->elf, &len) : NULL, len, path);
     int rc = 0;
     if (u->elf == NULL || elf_kind(u->elf) != ELF_K_ELF) {
         qp_why(why, whylen, "not an ELF file");
