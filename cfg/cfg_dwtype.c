@@ -67,7 +67,8 @@ open_dwarf(const char *path, int *fd, const void **map)
     }
     size_t len = 0;
     Elf *e = dwarf_getelf(d);
-    *map = cfg_mapped_add_file(e != NULL ? elf_rawfile(e, &len) : NULL, len, path);
+    const char *raw = e != NULL ? elf_rawfile(e, &len) : NULL; /* (sets LEN first) */
+    *map = cfg_mapped_add_file(raw, len, path);
     return d;
 }
 

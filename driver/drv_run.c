@@ -124,7 +124,8 @@ add_iv_probes(drv_result_t *res, const drv_graph_t *g, uint32_t i)
         int where = probe_at(ed);
         if (where < 0)
             return QP_EINVAL;
-        QP_CHECK(add_probe(res, ed->at, where, ED_SNIP_COUNT_REG(iv->reg, entering == (iv->step > 0)),
+        int sub = entering == (iv->step > 0);
+        QP_CHECK(add_probe(res, ed->at, where, ED_SNIP_COUNT_REG(iv->reg, sub),
                            drv_iv_save_flags(g, e), g->block_counter[i]));
     }
     return 0;

@@ -312,8 +312,8 @@ elfw_new_bytes_at(const char *input, uint64_t *off)
     struct stat st;
     Elf *e = fstat(fd, &st) == 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
     size_t maplen = 0; /* (libelf's mapping known: a truncation ends in one line) */
-    const void *map =
-        cfg_mapped_add_file(e != NULL ? elf_rawfile(e, &maplen) : NULL, maplen, input);
+    const char *raw = e != NULL ? elf_rawfile(e, &maplen) : NULL; /* (sets MAPLEN first) */
+    const void *map = cfg_mapped_add_file(raw, maplen, input);
     GElf_Ehdr eh;
     size_t shnum = 0, shstrndx = 0, phnum = 0;
     GElf_Shdr *sh = NULL;

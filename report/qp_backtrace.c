@@ -141,7 +141,8 @@ qp_unwinder_create(const char *path, qp_unwinder_t **out, char *why, size_t whyl
     elf_version(EV_CURRENT);
     u->elf = elf_begin(u->fd, ELF_C_READ_MMAP, NULL);
     size_t len = 0;
-    u->map = cfg_mapped_add_file(u->elf != NULL ? elf_rawfile(u->elf, &len) : NULL, len, path);
+    const char *raw = u->elf != NULL ? elf_rawfile(u->elf, &len) : NULL; /* (sets LEN first) */
+    u->map = cfg_mapped_add_file(raw, len, path);
     int rc = 0;
     if (u->elf == NULL || elf_kind(u->elf) != ELF_K_ELF) {
         qp_why(why, whylen, "not an ELF file");
