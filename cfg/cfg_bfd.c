@@ -51,6 +51,7 @@ typedef struct bfd_reader {
     struct stat debug_st;  /* its state when it was opened (cfg_image_debug_same) */
     line_state_t *lines;   /* created by the first cfg_image_line call */
     int plt_from;          /* who names x86-64 PLT stubs: plt_from_t */
+    int no_relative;       /* relative relocations left unread (CFG_OPEN_SYMBOL_RELOCS) */
 } bfd_reader_t;
 
 /* Who names the PLT stubs of an x86-64 file (issue 31): we do (x86_plt_symbols), BFD's
@@ -720,6 +721,19 @@ reloc_kind(const cfg_image_t *img, uint32_t type)
     }
 }
 
+/* How many relocations of the SHT_RELA section SH read_relocs keeps (at most). */
+static size_t
+rela_kept(const cfg_image_t *img, const bfd_reader_t *r, const Elf64_Shdr *sh)
+{
+    size_t cnt = sh->sh_size / sizeof(Elf64_Rela), kept = 0;
+    if (!r->no_relative || sh->sh_offset % 8 != 0)
+        return cnt;
+    const Elf64_Rela *ra = (const Elf64_Rela *)(r->map + sh->sh_offset);
+    for (size_t k = 0; k < cnt; k++)
+        kept += reloc_kind(img, ELF64_R_TYPE(ra[k].r_info)) != CFG_RELOC_RELATIVE;
+    return kept;
+}
+
 /* The dynamic relocations into img->relocs; with HUGE (CFG_OPEN_HUGE_PAGES) their array
  * asks for huge pages. */
 static int
@@ -729,8 +743,9 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r, int huge)
     const Elf64_Shdr *sh = raw_shdrs(r, &n);
     for (size_t i = 0; i < n; i++) {
         if (sh[i].sh_type == SHT_RELA && (sh[i].sh_flags & SHF_ALLOC))
-            total += sh[i].sh_size / sizeof(Elf64_Rela);
-        if (sh[i].sh_type == SHT_RELR && (sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_offset % 8 == 0)
+            total += rela_kept(img, r, &sh[i]);
+        if (sh[i].sh_type == SHT_RELR && (sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_offset % 8 == 0
+            && !r->no_relative)
             relr_relocs(img, r, &sh[i], 0, &total);
     }
     if (total == 0)
@@ -740,7 +755,8 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r, int huge)
     if (img->relocs == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        if (sh[i].sh_type == SHT_RELR && (sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_offset % 8 == 0)
+        if (sh[i].sh_type == SHT_RELR && (sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_offset % 8 == 0
+            && !r->no_relative)
             relr_relocs(img, r, &sh[i], 1, NULL);
         if (sh[i].sh_type != SHT_RELA || !(sh[i].sh_flags & SHF_ALLOC) || sh[i].sh_offset % 8)
             continue;
@@ -766,8 +782,8 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r, int huge)
             o->addend_at = sh[i].sh_addr != 0
                 ? sh[i].sh_addr + k * sizeof(Elf64_Rela) + offsetof(Elf64_Rela, r_addend) : 0;
             int kind = reloc_kind(img, type);
-            if (kind < 0)
-                continue; /* R_*_NONE */
+            if (kind < 0 || (kind == CFG_RELOC_RELATIVE && r->no_relative))
+                continue; /* R_*_NONE, or a relative one left unread */
             o->kind = (uint8_t)kind;
             if (si != 0 && si < nsyms) {
                 const Elf64_Sym *s = &syms[si];
@@ -1634,6 +1650,7 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, unsigned
     priv->reader = r;
     priv->close = reader_close;
     r->plt_from = plt_from;
+    r->no_relative = (flags & CFG_OPEN_SYMBOL_RELOCS) != 0;
     int fd = -1;
     int rc = open_mapped(path, r, &fd);
     if (rc == 0)
@@ -1697,7 +1714,7 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, unsigned
     /* After the relocations are sorted: a linker need not write them in address order
      * (ld -z nocombreloc puts .rela.init_array after .rela.data.rel.ro; lld puts
      * .data's first), and the init arrays' words are looked up among them. */
-    if (rc == 0)
+    if (rc == 0 && !r->no_relative)
         rc = read_init_funcs(img, &dyn);
     if (rc == 0)
         rc = cfg_name_entry(img);

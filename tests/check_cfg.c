@@ -984,6 +984,43 @@ START_TEST(test_cfg_plt_names_as_bfd_system)
 }
 END_TEST
 
+START_TEST(test_cfg_symbol_relocs)
+{
+    /* qp's flat report opens its executable without the relative relocations: the
+     * others are those of a full open, in the same order (bash: a PIE with thousands
+     * of relative relocations besides its GOT slots' ones). */
+    const char *path = "/usr/bin/bash";
+    cfg_image_t *full = NULL, *lean = NULL;
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "skipped: no %s\n", path);
+        return;
+    }
+    ck_assert_int_eq(cfg_image_open_bfd_analysis(path, &full, NULL, 0), 0);
+    ck_assert_int_eq(cfg_image_open_bfd_flags(path, &lean, NULL, 0,
+                                              CFG_OPEN_ANY_ISA | CFG_OPEN_SYMBOL_RELOCS), 0);
+    size_t k = 0, relative = 0;
+    for (size_t i = 0; i < full->nrelocs; i++) {
+        const cfg_reloc_t *a = &full->relocs[i];
+        if (a->kind == CFG_RELOC_RELATIVE) {
+            relative++;
+            continue;
+        }
+        ck_assert_uint_lt(k, lean->nrelocs);
+        const cfg_reloc_t *b = &lean->relocs[k++];
+        ck_assert(a->where == b->where && a->value == b->value && a->kind == b->kind
+                  && a->addend_at == b->addend_at);
+        ck_assert(a->sym == b->sym || (a->sym && b->sym && strcmp(a->sym, b->sym) == 0));
+    }
+    ck_assert_uint_eq(k, lean->nrelocs);
+    ck_assert_uint_gt(relative, 1000);
+    ck_assert_uint_gt(k, 100);
+    ck_assert_uint_gt(full->ninit_funcs, 0);
+    ck_assert_uint_eq(lean->ninit_funcs, 0);
+    cfg_image_destroy(full);
+    cfg_image_destroy(lean);
+}
+END_TEST
+
 static Suite *
 cfg_suite(void)
 {
@@ -1015,6 +1052,7 @@ cfg_suite(void)
     tcase_add_loop_test(tc, test_cfg_plt_names_as_bfd_links, 0,
                         (int)(sizeof(plt_links) / sizeof(plt_links[0])));
     tcase_add_test(tc, test_cfg_plt_names_as_bfd_system);
+    tcase_add_test(tc, test_cfg_symbol_relocs);
     suite_add_tcase(s, tc);
     return s;
 }
