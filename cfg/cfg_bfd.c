@@ -1783,18 +1783,17 @@ cfg_bfd_plt_check(const char *path, char *why, size_t whylen)
     cfg_image_t *ours = NULL, *bfds = NULL;
     if (why == NULL || whylen == 0)
         return QP_EINVAL;
-    int rc = open_bfd(path, &ours, why, whylen, 0, PLT_OURS_ONLY);
-    if (rc == QP_EUNSUPP) {
-        snprintf(why, whylen, "left to BFD");
-        return 2;
-    }
+    int rc = open_bfd(path, &ours, why, whylen, 0u, PLT_OURS_ONLY);
+    int left = rc == QP_EUNSUPP; /* then the usual open, which leaves them to BFD */
+    if (left)
+        rc = open_bfd(path, &ours, why, whylen, 0u, PLT_OURS);
     if (rc == 0)
-        rc = open_bfd(path, &bfds, why, whylen, 0, PLT_BFD);
+        rc = open_bfd(path, &bfds, why, whylen, 0u, PLT_BFD);
     if (rc == 0)
         rc = symbols_differ(ours, bfds, why, whylen);
     cfg_image_destroy(ours);
     cfg_image_destroy(bfds);
-    return rc;
+    return rc == 0 && left ? 2 : rc;
 }
 
 /*****************************************************************************

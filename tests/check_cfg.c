@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <dirent.h>
+#include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1021,6 +1022,42 @@ START_TEST(test_cfg_symbol_relocs)
 }
 END_TEST
 
+START_TEST(test_cfg_plt_left_to_bfd)
+{
+    /* A file whose dynamic relocations BFD reads otherwise than we do (ls with its
+     * .rela.plt not allocated: BFD reads it, read_relocs does not) has its PLT stubs
+     * named by BFD's synthetic symbols. */
+    const char *path = "/usr/bin/ls";
+    char out[64], why[512] = "";
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "skipped: no %s\n", path);
+        return;
+    }
+    static uint8_t buf[1 << 22];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    ck_assert(n > sizeof(Elf64_Ehdr) && n < sizeof(buf));
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
+    Elf64_Shdr *sh = (Elf64_Shdr *)(buf + eh->e_shoff);
+    const char *names = (const char *)buf + sh[eh->e_shstrndx].sh_offset;
+    int patched = 0;
+    for (size_t i = 0; i < eh->e_shnum; i++)
+        if (strcmp(names + sh[i].sh_name, ".rela.plt") == 0) {
+            sh[i].sh_flags &= ~(uint64_t)SHF_ALLOC;
+            patched = 1;
+        }
+    ck_assert(patched);
+    snprintf(out, sizeof(out), "/tmp/qpt-pltbfd-%d", (int)getpid());
+    f = fopen(out, "wb");
+    ck_assert(f != NULL && fwrite(buf, 1, n, f) == n);
+    fclose(f);
+    ck_assert_int_eq(cfg_bfd_plt_check(out, why, sizeof(why)), 2);
+    ck_assert_msg(strtoul(why, NULL, 10) > 50, "%s", why);
+    unlink(out);
+}
+END_TEST
+
 static Suite *
 cfg_suite(void)
 {
@@ -1052,6 +1089,7 @@ cfg_suite(void)
     tcase_add_loop_test(tc, test_cfg_plt_names_as_bfd_links, 0,
                         (int)(sizeof(plt_links) / sizeof(plt_links[0])));
     tcase_add_test(tc, test_cfg_plt_names_as_bfd_system);
+    tcase_add_test(tc, test_cfg_plt_left_to_bfd);
     tcase_add_test(tc, test_cfg_symbol_relocs);
     suite_add_tcase(s, tc);
     return s;

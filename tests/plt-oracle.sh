@@ -21,7 +21,7 @@ done | while read -r f; do
     [ "$(head -c 4 "$f" 2>/dev/null | od -An -c | tr -d ' ')" = 177ELF ] && echo "$f"
 done | xargs -d '\n' -n 50 "$ORACLE" >"$out"
 grep ': DIFFERS' "$out"
-echo "same: $(grep -c ': same' "$out"), differ: $(grep -c ': DIFFERS' "$out"), left to BFD: $(grep -c ': bfd$' "$out"), not opened: $(grep -c ': skip' "$out")"
+echo "same: $(grep -c ': same' "$out"), differ: $(grep -c ': DIFFERS' "$out"), left to BFD: $(grep -c ': bfd (' "$out"), not opened: $(grep -c ': skip' "$out")"
 echo "PLT symbols compared: $(sed -n 's/.*: same (\([0-9]*\) PLT symbols)/\1/p' "$out" | awk '{s += $1} END {print s + 0}')"
-grep ': bfd$' "$out" | head -20
+grep ': bfd (' "$out" | head -20
 ! grep -q ': DIFFERS' "$out"

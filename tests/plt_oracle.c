@@ -4,7 +4,7 @@
 /*
  * The names we give x86-64 PLT stubs against BFD's synthetic symbols (issue 31). usage:
  * plt_oracle FILE... ; prints one line per file: "same (N PLT symbols)", "DIFFERS: <the first
- * difference>", "bfd" (we leave its stubs to BFD) or "skip: <why it does not open>".
+ * difference>", "bfd (N PLT symbols)" (we leave its stubs to BFD) or "skip: <why it does not open>".
  * tests/plt-oracle.sh runs it over every program and library of the system. Exit
  * status: 1 when any differs, else 0.
  */
@@ -24,7 +24,7 @@ main(int argc, char **argv)
         else if (rc == 1)
             printf("%s: DIFFERS: %s\n", argv[i], why), bad = 1;
         else if (rc == 2)
-            printf("%s: bfd\n", argv[i]);
+            printf("%s: bfd (%s)\n", argv[i], why);
         else
             printf("%s: skip: %s (%d)\n", argv[i], why, rc);
     }
