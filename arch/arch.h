@@ -195,6 +195,37 @@ int arch_frame_entry(const uint8_t *buf, size_t len);
 int arch_looks_like_data(const uint8_t *buf, size_t len);
 
 /*
+ * x86-64's PLT stub at BUF (LEN bytes readable, code at ADDR): `[endbr64] [bnd] jmp
+ * *disp32(%rip)`. Returns the length up to the jump's end, with the GOT slot it jumps
+ * through in *SLOT; 0 when BUF is no such stub (arch_isa_t.plt_slot).
+ */
+int arch_plt_slot(const uint8_t *buf, size_t len, uint64_t addr, uint64_t *slot /*OUT*/);
+
+/* How the entries of an x86-64 PLT section are laid out (arch_plt_layout). */
+typedef struct arch_plt_layout {
+    uint8_t form;       /* which non-lazy form (an index of arch/'s own table) */
+    uint8_t entry_size; /* bytes per entry */
+    uint8_t jmp_end;    /* where each entry's `jmp *disp32(%rip)` ends: its slot is the
+                         * entry's address + jmp_end + the disp32 just before */
+    uint8_t skip_first; /* the first entry is a lazy PLT's PLT0, no stub */
+    uint8_t none;       /* a lazy PLT whose stubs are in a second PLT (.plt.sec): no stubs */
+} arch_plt_layout_t;
+
+/*
+ * The layout of the x86-64 PLT section whose LEN bytes are at BUF, recognised as BFD's
+ * synthetic symbols (objdump's "NAME@plt") do, from its first entries only: a lazy PLT
+ * (PLT0 `push GOT+8; [bnd] jmp *GOT+16`) when MAY_BE_LAZY (the section is .plt), else a
+ * non-lazy one in the form *CUR (8-byte `jmp; nop` entries at first), else one of the
+ * IBT and BND forms (16-byte `endbr64; jmp; nop`, 8-byte `bnd jmp; nop`, 16-byte
+ * `endbr64; bnd jmp; nop`), which then becomes *CUR for the sections after it (BFD
+ * reads .plt, .plt.got, .plt.sec, .plt.bnd in this order). 1 and *OUT, or 0 (no PLT).
+ * Call arch_plt_layout_init for *CUR first.
+ */
+void arch_plt_layout_init(arch_plt_layout_t *cur /*OUT*/);
+int arch_plt_layout(const uint8_t *buf, size_t len, int may_be_lazy, arch_plt_layout_t *cur,
+                    arch_plt_layout_t *out /*OUT*/);
+
+/*
  * The data memory accesses of one instruction, in the order it makes them (address
  * tracing, driver/drv_trace.c). Instruction fetches, lea, nop and prefetches make none.
  */

@@ -87,6 +87,7 @@ static const arch_isa_t isa_x86_64 = {
     .emit_counter_add_reg_at = x86_counter_add_reg_at,
     .emit_call_protected = arch_emit_call_protected,
     .decode_ops = arch_decode_ops,
+    .plt_slot = arch_plt_slot,
     .sys_noreturn = { 60, 231, 15 },
     .reloc_max_len = x86_reloc_max_len,
     .emit_jmp_xlate = arch_emit_jmp_xlate,

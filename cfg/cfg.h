@@ -198,6 +198,11 @@ enum {
      * transparent huge pages (base/qp_huge.h). The caller decides: qp's report gains
      * (fewer page faults), the rewriter loses (system time on our VM: tools/tool_heap.c). */
     CFG_OPEN_HUGE_PAGES = 1u << 1,
+    /* Without the relative relocations (CFG_RELOC_RELATIVE: a PIE's pointers into itself,
+     * chromium's 1.1 million, 44 MB, never stored) nor the init functions they locate
+     * (img->init_funcs is empty): for a reader that looks up the relocations of symbols
+     * only (qp's flat report: the GOT slots of PLT stubs) and never builds the CFG. */
+    CFG_OPEN_SYMBOL_RELOCS = 1u << 2,
 };
 
 /* As cfg_image_open_bfd_why, with FLAGS (CFG_OPEN_*). */
@@ -309,14 +314,6 @@ const void *cfg_mapped_add_file(const void *map, size_t len, const char *path);
 
 /* Forget the mapping MAP (cfg_mapped_add_file's; NULL: nothing), before it is unmapped. */
 void cfg_mapped_remove(const void *map);
-
-/*
- * Drop IMG's relative relocations (CFG_RELOC_RELATIVE: a PIE's pointers into itself,
- * chromium's 1.1 million, 44 MB) for a reader that only looks up the relocations of
- * symbols (cfg_image_reloc_at on a GOT slot, as qp's PLT stubs do). The others keep
- * their order.
- */
-void cfg_image_drop_relative_relocs(cfg_image_t *img);
 
 /* The best symbol naming code at ADDR (the image is finished: symbols are sorted by
  * address, then by preference), or NULL. */

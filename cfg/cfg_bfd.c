@@ -50,7 +50,14 @@ typedef struct bfd_reader {
     char *debug_path;      /* the separate debug file whose symbols were taken, or NULL */
     struct stat debug_st;  /* its state when it was opened (cfg_image_debug_same) */
     line_state_t *lines;   /* created by the first cfg_image_line call */
+    int plt_from;          /* who names x86-64 PLT stubs: plt_from_t */
+    int no_relative;       /* relative relocations left unread (CFG_OPEN_SYMBOL_RELOCS) */
 } bfd_reader_t;
+
+/* Who names the PLT stubs of an x86-64 file (issue 31): we do (x86_plt_symbols), BFD's
+ * synthetic symbols when we cannot be sure to name them as it would; for the tests, we
+ * alone (a file we would leave to BFD fails) or BFD alone. */
+typedef enum plt_from { PLT_OURS, PLT_OURS_ONLY, PLT_BFD } plt_from_t;
 
 static int open_mapped(const char *path, bfd_reader_t *r, int *fd_out);
 static int quiet_check_format(bfd *abfd);
@@ -714,6 +721,19 @@ reloc_kind(const cfg_image_t *img, uint32_t type)
     }
 }
 
+/* How many relocations of the SHT_RELA section SH read_relocs keeps (at most). */
+static size_t
+rela_kept(const cfg_image_t *img, const bfd_reader_t *r, const Elf64_Shdr *sh)
+{
+    size_t cnt = sh->sh_size / sizeof(Elf64_Rela), kept = 0;
+    if (!r->no_relative || sh->sh_offset % 8 != 0)
+        return cnt;
+    const Elf64_Rela *ra = (const Elf64_Rela *)(r->map + sh->sh_offset);
+    for (size_t k = 0; k < cnt; k++)
+        kept += reloc_kind(img, ELF64_R_TYPE(ra[k].r_info)) != CFG_RELOC_RELATIVE;
+    return kept;
+}
+
 /* The dynamic relocations into img->relocs; with HUGE (CFG_OPEN_HUGE_PAGES) their array
  * asks for huge pages. */
 static int
@@ -723,8 +743,9 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r, int huge)
     const Elf64_Shdr *sh = raw_shdrs(r, &n);
     for (size_t i = 0; i < n; i++) {
         if (sh[i].sh_type == SHT_RELA && (sh[i].sh_flags & SHF_ALLOC))
-            total += sh[i].sh_size / sizeof(Elf64_Rela);
-        if (sh[i].sh_type == SHT_RELR && (sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_offset % 8 == 0)
+            total += rela_kept(img, r, &sh[i]);
+        if (sh[i].sh_type == SHT_RELR && (sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_offset % 8 == 0
+            && !r->no_relative)
             relr_relocs(img, r, &sh[i], 0, &total);
     }
     if (total == 0)
@@ -734,7 +755,8 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r, int huge)
     if (img->relocs == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        if (sh[i].sh_type == SHT_RELR && (sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_offset % 8 == 0)
+        if (sh[i].sh_type == SHT_RELR && (sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_offset % 8 == 0
+            && !r->no_relative)
             relr_relocs(img, r, &sh[i], 1, NULL);
         if (sh[i].sh_type != SHT_RELA || !(sh[i].sh_flags & SHF_ALLOC) || sh[i].sh_offset % 8)
             continue;
@@ -760,8 +782,8 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r, int huge)
             o->addend_at = sh[i].sh_addr != 0
                 ? sh[i].sh_addr + k * sizeof(Elf64_Rela) + offsetof(Elf64_Rela, r_addend) : 0;
             int kind = reloc_kind(img, type);
-            if (kind < 0)
-                continue; /* R_*_NONE */
+            if (kind < 0 || (kind == CFG_RELOC_RELATIVE && r->no_relative))
+                continue; /* R_*_NONE, or a relative one left unread */
             o->kind = (uint8_t)kind;
             if (si != 0 && si < nsyms) {
                 const Elf64_Sym *s = &syms[si];
@@ -873,22 +895,101 @@ grow_symbols(cfg_image_t *img, size_t n)
     return 0;
 }
 
+/* A relocation that may name a PLT stub: its address and index in img->relocs. */
+typedef struct plt_rel {
+    uint64_t where;
+    size_t idx;
+} plt_rel_t;
+typedef CFG_VEC(plt_rel_t) plt_rel_vec_t;
+
+static int
+cmp_plt_rel(const void *a, const void *b)
+{
+    const plt_rel_t *x = a, *y = b;
+    if (x->where != y->where)
+        return x->where < y->where ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* IMG's relocations that KEEP selects, sorted by address, then file order, into *OUT:
+ * the few that PLT stubs are named after, looked up by slot (the relocations are not
+ * sorted yet, and chromium has 1.1 million). */
+static int
+plt_relocs(const cfg_image_t *img, int (*keep)(const cfg_reloc_t *), plt_rel_vec_t *out)
+{
+    for (size_t i = 0; i < img->nrelocs; i++)
+        if (keep(&img->relocs[i]))
+            QP_CHECK(CFG_VEC_PUSH(*out, ((plt_rel_t) { img->relocs[i].where, i })));
+    if (out->n > 1)
+        qsort(out->v, out->n, sizeof(*out->v), cmp_plt_rel);
+    return 0;
+}
+
+/* The position in V of the first relocation at SLOT, or V->n. */
+static size_t
+plt_rel_at(const plt_rel_vec_t *v, uint64_t slot)
+{
+    size_t lo = 0, hi = v->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v->v[mid].where < slot)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < v->n && v->v[lo].where == slot ? lo : v->n;
+}
+
+/* NAME (interned) as a PLT symbol of IMG at ADDR, SIZE bytes; IMG has room for it. */
+static int
+add_plt_symbol(cfg_image_t *img, const char *name, uint64_t addr, uint64_t size)
+{
+    const char *nm = cfg_image_intern(img, name);
+    if (nm == NULL)
+        return QP_ENOMEM;
+    img->symbols[img->nsymbols++] = (cfg_symbol_t) {
+        .name = nm, .addr = addr, .size = size, .kind = CFG_SYM_FUNC, .src = CFG_SYMSRC_PLT,
+        .global = 1 };
+    return 0;
+}
+
+/* "SYM" + ("+0xADDEND" when ADDEND is not 0) + "@plt", malloc'd, or NULL. */
+static char *
+plt_name(const char *sym, int with_addend, uint64_t addend)
+{
+    size_t n = strlen(sym) + 32;
+    char *s = malloc(n);
+    if (s != NULL && with_addend)
+        snprintf(s, n, "%s+0x%llx@plt", sym, (unsigned long long)addend);
+    else if (s != NULL)
+        snprintf(s, n, "%s@plt", sym);
+    return s;
+}
+
+static int
+names_a64_stub(const cfg_reloc_t *r)
+{
+    return r->kind == CFG_RELOC_IRELATIVE || r->sym != NULL;
+}
+
 /*
- * PLT entries as BFD's synthetic symbols name them ("NAME@plt", "*ABS*+0xADDR@plt" for
- * an IFUNC's), for a machine whose PLT our BFD does not know (AArch64): each stub of
- * .plt and .iplt that arch/ recognises (isa->plt_slot) is named after the relocation of
- * the GOT slot it jumps through. Relocations are not sorted yet: looked up linearly.
+ * PLT entries as BFD's synthetic symbols would name them ("NAME@plt", "*ABS*+0xADDR@plt"
+ * for an IFUNC's), for a machine whose PLT our BFD does not know (AArch64): each stub of
+ * .plt and .iplt that arch/ recognises (isa->plt_slot) is named after the first
+ * relocation of the GOT slot it jumps through.
  */
 static int
 plt_symbols(cfg_image_t *img)
 {
     const arch_isa_t *isa = cfg_image_isa(img);
-    for (size_t i = 0; i < img->nsections; i++) {
+    plt_rel_vec_t rels = { 0 };
+    int rc = plt_relocs(img, names_a64_stub, &rels);
+    for (size_t i = 0; rc == 0 && i < img->nsections; i++) {
         const cfg_section_t *sec = &img->sections[i];
         if ((strcmp(sec->name, ".plt") != 0 && strcmp(sec->name, ".iplt") != 0)
             || sec->bytes == NULL || !(sec->flags & CFG_SEC_CODE))
             continue;
-        for (uint64_t off = 0; off + 4 <= sec->size;) {
+        for (uint64_t off = 0; rc == 0 && off + 4 <= sec->size;) {
             uint64_t slot;
             int len = isa->plt_slot(sec->bytes + off, (size_t)(sec->size - off),
                                     sec->vma + off, &slot);
@@ -896,38 +997,155 @@ plt_symbols(cfg_image_t *img)
                 off += isa->insn_align;
                 continue;
             }
-            const cfg_reloc_t *rel = NULL;
-            for (size_t k = 0; k < img->nrelocs && rel == NULL; k++)
-                if (img->relocs[k].where == slot)
-                    rel = &img->relocs[k];
-            char name[64];
-            const char *nm = NULL;
-            if (rel != NULL && rel->sym != NULL && rel->kind != CFG_RELOC_IRELATIVE) {
-                char *full = malloc(strlen(rel->sym) + 5);
-                if (full == NULL)
-                    return QP_ENOMEM;
-                strcpy(full, rel->sym);
-                strcat(full, "@plt");
-                nm = cfg_image_intern(img, full);
-                free(full);
-                if (nm == NULL)
-                    return QP_ENOMEM;
-            } else if (rel != NULL && rel->kind == CFG_RELOC_IRELATIVE) {
-                snprintf(name, sizeof(name), "*ABS*+0x%llx@plt",
-                         (unsigned long long)rel->value);
-                if ((nm = cfg_image_intern(img, name)) == NULL)
-                    return QP_ENOMEM;
-            }
-            if (nm != NULL) {
-                QP_CHECK(grow_symbols(img, 1));
-                img->symbols[img->nsymbols++] = (cfg_symbol_t) {
-                    .name = nm, .addr = sec->vma + off, .size = (uint64_t)len,
-                    .kind = CFG_SYM_FUNC, .src = CFG_SYMSRC_PLT, .global = 1 };
+            size_t k = plt_rel_at(&rels, slot);
+            if (k < rels.n) {
+                const cfg_reloc_t *rel = &img->relocs[rels.v[k].idx];
+                int irel = rel->kind == CFG_RELOC_IRELATIVE;
+                char *name = plt_name(irel ? "*ABS*" : rel->sym, irel, rel->value);
+                if ((rc = name == NULL ? QP_ENOMEM : grow_symbols(img, 1)) == 0)
+                    rc = add_plt_symbol(img, name, sec->vma + off, (uint64_t)len);
+                free(name);
             }
             off += (uint64_t)len;
         }
     }
+    CFG_VEC_FREE(rels);
+    return rc;
+}
+
+/* The relocations BFD names x86-64 PLT stubs after (elf_x86_64_valid_plt_reloc_p). */
+static int
+names_x86_stub(const cfg_reloc_t *r)
+{
+    return r->kind == CFG_RELOC_JUMP_SLOT || r->kind == CFG_RELOC_GLOB_DAT
+           || r->kind == CFG_RELOC_IRELATIVE;
+}
+
+/* Returned by x86_plt_symbols when BFD may name the stubs otherwise than we would. */
+#define PLT_ASK_BFD 1
+
+/*
+ * Are the relocations we read (read_relocs) the dynamic ones BFD reads, those of the
+ * sections linked to .dynsym (_bfd_elf_canonicalize_dynamic_reloc)? 1 or 0.
+ */
+static int
+same_dynamic_relocs(const bfd_reader_t *r)
+{
+    size_t n, dynsym = 0;
+    const Elf64_Shdr *sh = raw_shdrs(r, &n);
+    for (size_t i = 0; i < n; i++)
+        if (sh[i].sh_type == SHT_DYNSYM)
+            dynsym = i;
+    for (size_t i = 0; i < n; i++) {
+        int bfd_reads = (sh[i].sh_type == SHT_RELA || sh[i].sh_type == SHT_REL)
+                        && dynsym != 0 && sh[i].sh_link == dynsym;
+        int we_read = sh[i].sh_type == SHT_RELA && (sh[i].sh_flags & SHF_ALLOC)
+                      && sh[i].sh_offset % 8 == 0;
+        if (bfd_reads != we_read)
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * The name BFD gives the stub that jumps through relocation REL's slot: its symbol's,
+ * "*ABS*" for none, then "+0xADDEND" for an addend that is not 0, then "@plt"
+ * (_bfd_x86_elf_get_synthetic_symtab). Malloc'd into *OUT; PLT_ASK_BFD when the raw
+ * addend cannot be read back or the symbol has no name of its own.
+ */
+static int
+x86_stub_name(const bfd_reader_t *r, const cfg_reloc_t *rel, char **out)
+{
+    uint64_t addend = rel->value; /* a symbol's value is added in when defined */
+    if (rel->sym != NULL && (rel->addend_at == 0 || !load_word(r, rel->addend_at, &addend)))
+        return PLT_ASK_BFD;
+    if (rel->sym != NULL && rel->sym[0] == '\0')
+        return PLT_ASK_BFD; /* BFD names a section symbol after its section */
+    *out = plt_name(rel->sym != NULL ? rel->sym : "*ABS*", addend != 0, addend);
+    return *out == NULL ? QP_ENOMEM : 0;
+}
+
+/* The stubs of the x86-64 PLT section SEC laid out as L (arch_plt_layout), named as BFD
+ * names them; a relocation names one stub at most. */
+static int
+x86_section_stubs(cfg_image_t *img, const bfd_reader_t *r, const cfg_section_t *sec,
+                  const arch_plt_layout_t *l, const plt_rel_vec_t *rels, uint8_t *used)
+{
+    size_t n = l->none ? 0 : (size_t)(sec->size / l->entry_size);
+    for (size_t e = l->skip_first; e < n; e++) {
+        uint64_t off = e * l->entry_size;
+        const uint8_t *d = sec->bytes + off + l->jmp_end - 4;
+        int32_t disp = (int32_t)((uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16
+                                 | (uint32_t)d[3] << 24);
+        size_t k = plt_rel_at(rels, sec->vma + off + l->jmp_end + (uint64_t)(int64_t)disp);
+        if (k == rels->n || used[k])
+            continue;
+        if (k + 1 < rels->n && rels->v[k + 1].where == rels->v[k].where)
+            return PLT_ASK_BFD; /* BFD's binary search picks either */
+        char *name = NULL;
+        int rc = x86_stub_name(r, &img->relocs[rels->v[k].idx], &name);
+        if (rc == 0)
+            rc = add_plt_symbol(img, name, sec->vma + off, 0);
+        free(name);
+        if (rc != 0)
+            return rc;
+        used[k] = 1;
+    }
     return 0;
+}
+
+/* The section named NAME with contents in IMG (the first, as BFD finds it), or NULL. */
+static const cfg_section_t *
+section_named(const cfg_image_t *img, const char *name)
+{
+    for (size_t i = 0; i < img->nsections; i++)
+        if (strcmp(img->sections[i].name, name) == 0)
+            return img->sections[i].bytes != NULL && img->sections[i].size > 0
+                       ? &img->sections[i] : NULL;
+    return NULL;
+}
+
+/*
+ * The x86-64 PLT stubs of IMG named as BFD's synthetic symbols name them (bfd/
+ * elf64-x86-64.c, elf_x86_64_get_synthetic_symtab), in its order: from the relocations
+ * read_relocs has read, where BFD would read and canonicalize every dynamic relocation
+ * again (chromium: 1.1 million, 35 MB). NDYN: the number of dynamic symbols BFD reads
+ * (none, no stubs). PLT_ASK_BFD when BFD may see the file otherwise: then IMG has no
+ * more symbols than before.
+ */
+static int
+x86_plt_symbols(cfg_image_t *img, const bfd_reader_t *r, long ndyn)
+{
+    static const char *const plts[] = { ".plt", ".plt.got", ".plt.sec", ".plt.bnd" };
+    const cfg_section_t *sec[4];
+    arch_plt_layout_t cur, lay[4];
+    size_t nstubs = 0, nsyms = img->nsymbols;
+    arch_plt_layout_init(&cur);
+    for (int j = 0; j < 4; j++)
+        if ((sec[j] = section_named(img, plts[j])) != NULL
+            && arch_plt_layout(sec[j]->bytes, (size_t)sec[j]->size, j == 0, &cur, &lay[j]))
+            nstubs += (size_t)(sec[j]->size / lay[j].entry_size);
+        else
+            sec[j] = NULL;
+    if (ndyn <= 0 || nstubs == 0)
+        return 0;
+    if (!same_dynamic_relocs(r))
+        return PLT_ASK_BFD;
+    plt_rel_vec_t rels = { 0 };
+    uint8_t *used = NULL;
+    int rc = plt_relocs(img, names_x86_stub, &rels);
+    if (rc == 0 && rels.n > 0 && (used = calloc(rels.n, 1)) == NULL)
+        rc = QP_ENOMEM;
+    if (rc == 0 && rels.n > 0)
+        rc = grow_symbols(img, nstubs);
+    for (int j = 0; rc == 0 && rels.n > 0 && j < 4; j++)
+        if (sec[j] != NULL)
+            rc = x86_section_stubs(img, r, sec[j], &lay[j], &rels, used);
+    if (rc == PLT_ASK_BFD)
+        img->nsymbols = nsyms;
+    free(used);
+    CFG_VEC_FREE(rels);
+    return rc;
 }
 
 /*
@@ -984,7 +1202,10 @@ read_symbols(cfg_image_t *img, bfd_reader_t *r)
         ndyn = bfd_canonicalize_dynamic_symtab(abfd, dyn);
     if (ndyn < 0)
         ndyn = 0;
-    nsynth = synthetic_symbols(abfd, nst, st, ndyn, dyn, &apart, &apart_dyn, &synth);
+    /* x86-64's PLT stubs are ours to name (after the symbols, in BFD's order) */
+    int ours = cfg_image_isa(img)->elf_machine == ARCH_EM_X86_64 && r->plt_from != PLT_BFD;
+    if (!ours)
+        nsynth = synthetic_symbols(abfd, nst, st, ndyn, dyn, &apart, &apart_dyn, &synth);
     bfd_leave();
     if (nsynth < 0)
         nsynth = 0;
@@ -998,6 +1219,16 @@ read_symbols(cfg_image_t *img, bfd_reader_t *r)
     rc = add_bfd_symbols(img, st, nst, CFG_SYMSRC_SYMTAB, sizes.v, sizes.n, &objsizes);
     if (rc == 0)
         rc = add_bfd_symbols(img, dyn, ndyn, CFG_SYMSRC_DYNSYM, sizes.v, sizes.n, &objsizes);
+    if (rc == 0 && ours && (rc = x86_plt_symbols(img, r, ndyn)) == PLT_ASK_BFD) {
+        rc = r->plt_from == PLT_OURS_ONLY ? QP_EUNSUPP : 0;
+        if (rc == 0) {
+            bfd_enter();
+            nsynth = synthetic_symbols(abfd, nst, st, ndyn, dyn, &apart, &apart_dyn, &synth);
+            bfd_leave();
+        }
+        if (rc == 0 && nsynth > 0)
+            rc = grow_symbols(img, (size_t)nsynth);
+    }
     if (rc == 0 && nsynth > 0) {
         asymbol **sp = malloc(nsynth * sizeof(*sp));
         if (sp == NULL) {
@@ -1009,7 +1240,7 @@ read_symbols(cfg_image_t *img, bfd_reader_t *r)
         rc = add_bfd_symbols(img, sp, nsynth, CFG_SYMSRC_PLT, NULL, 0, NULL);
         free(sp);
     }
-    if (rc == 0 && nsynth == 0 && cfg_image_isa(img)->plt_slot != NULL)
+    if (rc == 0 && nsynth <= 0 && cfg_image_isa(img)->elf_machine == ARCH_EM_AARCH64)
         rc = plt_symbols(img);
     if (rc == 0)
         rc = read_tls_symbols(img, r);
@@ -1401,7 +1632,8 @@ cfg_image_open_bfd(const char *path, cfg_image_t **out)
 }
 
 static int
-open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, unsigned flags)
+open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, unsigned flags,
+         plt_from_t plt_from)
 {
     if (why != NULL && whylen > 0)
         why[0] = '\0';
@@ -1417,6 +1649,8 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, unsigned
     cfg_image_priv_t *priv = img->priv;
     priv->reader = r;
     priv->close = reader_close;
+    r->plt_from = plt_from;
+    r->no_relative = (flags & CFG_OPEN_SYMBOL_RELOCS) != 0;
     int fd = -1;
     int rc = open_mapped(path, r, &fd);
     if (rc == 0)
@@ -1480,7 +1714,7 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, unsigned
     /* After the relocations are sorted: a linker need not write them in address order
      * (ld -z nocombreloc puts .rela.init_array after .rela.data.rel.ro; lld puts
      * .data's first), and the init arrays' words are looked up among them. */
-    if (rc == 0)
+    if (rc == 0 && !r->no_relative)
         rc = read_init_funcs(img, &dyn);
     if (rc == 0)
         rc = cfg_name_entry(img);
@@ -1498,20 +1732,68 @@ fail:
 int
 cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t whylen)
 {
-    return open_bfd(path, out, why, whylen, 0u);
+    return open_bfd(path, out, why, whylen, 0u, PLT_OURS);
 }
 
 int
 cfg_image_open_bfd_analysis(const char *path, cfg_image_t **out, char *why, size_t whylen)
 {
-    return open_bfd(path, out, why, whylen, CFG_OPEN_ANY_ISA);
+    return open_bfd(path, out, why, whylen, CFG_OPEN_ANY_ISA, PLT_OURS);
 }
 
 int
 cfg_image_open_bfd_flags(const char *path, cfg_image_t **out, char *why, size_t whylen,
                          unsigned flags)
 {
-    return open_bfd(path, out, why, whylen, flags);
+    return open_bfd(path, out, why, whylen, flags, PLT_OURS);
+}
+
+/* The first difference between the symbols of A and B into WHY; 1, or 0 (none: WHY
+ * says how many PLT symbols they have). */
+static int
+symbols_differ(const cfg_image_t *a, const cfg_image_t *b, char *why, size_t whylen)
+{
+    size_t n = a->nsymbols < b->nsymbols ? a->nsymbols : b->nsymbols;
+    for (size_t i = 0; i < n; i++) {
+        const cfg_symbol_t *x = &a->symbols[i], *y = &b->symbols[i];
+        if (strcmp(x->name, y->name) != 0 || x->addr != y->addr || x->size != y->size
+            || x->kind != y->kind || x->src != y->src || x->global != y->global) {
+            snprintf(why, whylen, "symbol %zu: ours %s at %#llx (size %llu, kind %d, src %d, "
+                     "global %d), BFD's %s at %#llx (size %llu, kind %d, src %d, global %d)",
+                     i, x->name, (unsigned long long)x->addr, (unsigned long long)x->size,
+                     x->kind, x->src, x->global, y->name, (unsigned long long)y->addr,
+                     (unsigned long long)y->size, y->kind, y->src, y->global);
+            return 1;
+        }
+    }
+    size_t nplt = 0;
+    for (size_t i = 0; i < a->nsymbols; i++)
+        nplt += a->symbols[i].src == CFG_SYMSRC_PLT;
+    snprintf(why, whylen, "%zu PLT symbols", nplt);
+    if (a->nsymbols == b->nsymbols)
+        return 0;
+    snprintf(why, whylen, "%zu symbols of ours, %zu with BFD's PLT symbols", a->nsymbols,
+             b->nsymbols);
+    return 1;
+}
+
+int
+cfg_bfd_plt_check(const char *path, char *why, size_t whylen)
+{
+    cfg_image_t *ours = NULL, *bfds = NULL;
+    if (why == NULL || whylen == 0)
+        return QP_EINVAL;
+    int rc = open_bfd(path, &ours, why, whylen, 0u, PLT_OURS_ONLY);
+    int left = rc == QP_EUNSUPP; /* then the usual open, which leaves them to BFD */
+    if (left)
+        rc = open_bfd(path, &ours, why, whylen, 0u, PLT_OURS);
+    if (rc == 0)
+        rc = open_bfd(path, &bfds, why, whylen, 0u, PLT_BFD);
+    if (rc == 0)
+        rc = symbols_differ(ours, bfds, why, whylen);
+    cfg_image_destroy(ours);
+    cfg_image_destroy(bfds);
+    return rc == 0 && left ? 2 : rc;
 }
 
 /*****************************************************************************

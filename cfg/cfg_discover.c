@@ -172,24 +172,14 @@ cold_parent_len(const char *name)
     return *t == '\0' ? (size_t)(c - name) : 0;
 }
 
-/* The GOT slot a PLT stub at P jumps through ([endbr64] [bnd] jmp *disp(%rip)), or 0. */
+/* The GOT slot the x86-64 PLT stub at P jumps through, or 0. */
 static uint64_t
 plt_slot(const cfg_image_t *img, uint64_t p)
 {
     size_t avail;
     const uint8_t *c = cfg_image_ptr(img, p, &avail);
-    size_t i = 0;
-    if (c == NULL)
-        return 0;
-    if (avail >= 4 && c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
-        i = 4; /* endbr64 */
-    if (i < avail && c[i] == 0xf2)
-        i++; /* bnd */
-    if (i + 6 > avail || c[i] != 0xff || c[i + 1] != 0x25)
-        return 0;
-    int32_t disp = (int32_t)((uint32_t)c[i + 2] | (uint32_t)c[i + 3] << 8
-                             | (uint32_t)c[i + 4] << 16 | (uint32_t)c[i + 5] << 24);
-    return p + i + 6 + (uint64_t)(int64_t)disp;
+    uint64_t slot;
+    return c != NULL && arch_plt_slot(c, avail, p, &slot) > 0 ? slot : 0;
 }
 
 static int

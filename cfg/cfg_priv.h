@@ -177,6 +177,14 @@ const uint8_t *cfg_bfd_raw_section(const cfg_image_t *img, const char *name, siz
 int cfg_bfd_add_debug_symbols(cfg_image_t *img, const char *path, const cfg_debug_want_t *want);
 
 /*
+ * Tests (issue 31): the image of PATH opened twice, once with the names we give x86-64's
+ * PLT stubs and once with BFD's synthetic symbols, their symbols compared. 0 (the same:
+ * WHY says how many PLT symbols), 1 (they differ: WHY says where), 2 (we leave PATH's
+ * stubs to BFD, and then have the same symbols), or a QP_E* code of opening it.
+ */
+int cfg_bfd_plt_check(const char *path, char *why, size_t whylen);
+
+/*
  * For a stripped IMG (read from PATH): the symbols of its separate debug file, found by
  * build-id, by .gnu_debuglink, or in its MiniDebugInfo (.gnu_debugdata). 0 when there is
  * none (not an error), QP_ENOMEM.

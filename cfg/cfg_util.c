@@ -201,19 +201,6 @@ cfg_image_reloc_at(const cfg_image_t *img, uint64_t where)
     return i < img->nrelocs && img->relocs[i].where == where ? &img->relocs[i] : NULL;
 }
 
-void
-cfg_image_drop_relative_relocs(cfg_image_t *img)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < img->nrelocs; i++)
-        if (img->relocs[i].kind != CFG_RELOC_RELATIVE)
-            img->relocs[n++] = img->relocs[i];
-    img->nrelocs = n;
-    cfg_reloc_t *v = realloc(img->relocs, (n ? n : 1) * sizeof(cfg_reloc_t));
-    if (v != NULL)
-        img->relocs = v;
-}
-
 uint32_t
 cfg_proc_owner(const cfg_prog_t *prog, uint32_t i)
 {

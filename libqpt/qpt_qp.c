@@ -243,14 +243,17 @@ qpt_qp_files(const qpt_qp_t *m, uint32_t *n)
     return m != NULL ? m->files : NULL;
 }
 
+/* PATH's image into *IMG; SYMBOL_RELOCS: without its relative relocations (a lazy
+ * report's image: the stubs' GOT slots have symbols). */
 static int
-open_image(const char *path, cfg_image_t **img, char *why, size_t whylen)
+open_image(const char *path, int symbol_relocs, cfg_image_t **img, char *why, size_t whylen)
 {
     errno = 0;
     /* Any ISA the analysis reads (AArch64 too): the report reads, never rewrites. Huge
      * pages for the relocations, as for the report's own big arrays (base/qp_huge.h). */
     int rc = cfg_image_open_bfd_flags(path, img, NULL, 0,
-                                      CFG_OPEN_ANY_ISA | CFG_OPEN_HUGE_PAGES);
+                                      CFG_OPEN_ANY_ISA | CFG_OPEN_HUGE_PAGES
+                                          | (symbol_relocs ? CFG_OPEN_SYMBOL_RELOCS : 0u));
     if (rc < 0)
         return fail_path(rc, why, whylen, path,
                          rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
@@ -264,7 +267,7 @@ qpt_qp_set_original(qpt_qp_set_t *s, const char *path, char *why, size_t whylen)
 {
     if (s == NULL || path == NULL || s->original != NULL)
         return QPT_EINVAL;
-    int rc = open_image(path, &s->original, why, whylen);
+    int rc = open_image(path, 0, &s->original, why, whylen);
     for (uint32_t k = 0; rc == 0 && k < s->nmods; k++)
         if (s->mods[k].loaded)
             set_build_id(&s->mods[k]);
@@ -383,13 +386,11 @@ qpt_qp_load(qpt_qp_t *m, unsigned flags, void (*progress)(void *, const char *),
         return QPT_EINVAL;
     int lazy = (flags & QPT_QP_LAZY) != 0;
     phase(progress, arg, "opening the executable");
-    int rc = open_image(m->exe, &m->img, why, whylen);
-    phase(progress, arg, "reading the description");
     /* A lazy report (the flat profile) reads no relative relocation (the stubs' GOT
      * slots have symbols), nor again what opening the file and checking the
      * description read once. */
-    if (rc == 0 && lazy)
-        cfg_image_drop_relative_relocs(m->img);
+    int rc = open_image(m->exe, lazy, &m->img, why, whylen);
+    phase(progress, arg, "reading the description");
     /* A profile of another executable is refused before the description is read (its
      * id is in the header): chromium's took 900 MB to refuse. */
     if (rc == 0)

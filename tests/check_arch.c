@@ -1350,6 +1350,38 @@ START_TEST(test_arch_decode_mem_table)
 }
 END_TEST
 
+START_TEST(test_arch_plt_layout)
+{
+    /* The PLT layouts as BFD's synthetic symbols read them (arch/x86_64/x86_plt.c) */
+    uint8_t b[64] = { 0 };
+    static const uint8_t plt0[] = { 0xff, 0x35, 2, 0, 0, 0, 0xff, 0x25, 4, 0, 0, 0 };
+    static const uint8_t lazy1[] = { 0xff, 0x25, 8, 0, 0, 0, 0x68, 0, 0, 0, 0, 0xe9 };
+    static const uint8_t ibt1[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x68, 0, 0, 0, 0, 0xe9 };
+    arch_plt_layout_t cur, l;
+    memcpy(b, plt0, sizeof(plt0));
+    memcpy(b + 16, lazy1, sizeof(lazy1));
+    arch_plt_layout_init(&cur);
+    ck_assert_int_eq(arch_plt_layout(b, 32, 1, &cur, &l), 1); /* lazy .plt */
+    ck_assert(l.entry_size == 16 && l.jmp_end == 6 && l.skip_first && !l.none);
+    memcpy(b + 16, ibt1, sizeof(ibt1)); /* lazy halves: the stubs are in .plt.sec */
+    ck_assert_int_eq(arch_plt_layout(b, 32, 1, &cur, &l), 1);
+    ck_assert(l.none);
+    ck_assert_int_eq(arch_plt_layout(b, 16, 1, &cur, &l), 0); /* no room for PLT0 + 1 */
+    ck_assert_int_eq(arch_plt_layout(b + 16, 16, 0, &cur, &l), 0); /* lazy half */
+    /* .plt.got: jmp *slot(%rip); xchg %ax,%ax */
+    memcpy(b, lazy1, 6);
+    ck_assert_int_eq(arch_plt_layout(b, 8, 0, &cur, &l), 1);
+    ck_assert(l.entry_size == 8 && l.jmp_end == 6 && !l.skip_first && !l.none);
+    /* .plt.sec: endbr64; jmp *slot(%rip); nopw: becomes the non-lazy form after it */
+    static const uint8_t sec[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0xff, 0x25, 1, 0, 0, 0 };
+    memcpy(b, sec, sizeof(sec));
+    ck_assert_int_eq(arch_plt_layout(b, 15, 0, &cur, &l), 0); /* shorter than one entry */
+    ck_assert_int_eq(arch_plt_layout(b, 16, 0, &cur, &l), 1);
+    ck_assert(l.entry_size == 16 && l.jmp_end == 10);
+    ck_assert(cur.entry_size == 16 && cur.jmp_end == 10);
+}
+END_TEST
+
 static Suite*
 arch_suite(void)
 {
@@ -1406,6 +1438,7 @@ arch_suite(void)
 
     tc = tcase_create("names");
     tcase_add_test(tc, test_arch_reg_name);
+    tcase_add_test(tc, test_arch_plt_layout);
     suite_add_tcase(s, tc);
     return s;
 }

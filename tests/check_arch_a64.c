@@ -880,7 +880,13 @@ START_TEST(test_cfg_questions)
     ck_assert_uint_eq(slot, 0x430168);
     le32(b + 16, 0xd61f0200); /* br x16: not a PLT stub */
     ck_assert_int_eq(A64->plt_slot(b, 20, 0x402f2c, &slot), 0);
-    ck_assert_ptr_null(arch_isa_host()->plt_slot);
+    /* x86-64's stub: [endbr64] [bnd] jmp *disp32(%rip) */
+    const uint8_t x86[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0x10, 0x00, 0x00, 0x00 };
+    ck_assert_int_eq(arch_isa_host()->plt_slot(x86, sizeof(x86), 0x1000, &slot), 11);
+    ck_assert_uint_eq(slot, 0x1000 + 11 + 0x10);
+    ck_assert_int_eq(arch_isa_host()->plt_slot(x86 + 5, 6, 0x1005, &slot), 6);
+    ck_assert_uint_eq(slot, 0x1005 + 6 + 0x10);
+    ck_assert_int_eq(arch_isa_host()->plt_slot(x86, sizeof(x86) - 1, 0x1000, &slot), 0);
 
     /* br through a loaded pointer, through x16 copied from a register, through a table */
     uint32_t pj[] = { 0xf9400a60, 0xaa0003f0, 0xd503201f, 0xd61f0200 };

@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <dirent.h>
+#include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,23 +354,34 @@ has_init_func(const cfg_image_t *img, const char *name)
     return 0;
 }
 
-START_TEST(test_cfg_init_funcs_unsorted_relocs)
+/* tests/known/ctor.c linked with LINK (a compiler and its options) into OUT (OUTLEN
+ * bytes; TAG and I make it unique): 1, or 0 when LINK cannot link here (said on stderr). */
+static int
+link_ctor(const char *link, const char *tag, int i, char *out, size_t outlen)
 {
     const char *srcdir = getenv("top_srcdir");
-    char cmd[1024], out[64];
+    char cmd[1024];
     /* A link of an empty program tells whether this compiler and linker are installed
      * (setup.sh installs both). */
     snprintf(cmd, sizeof(cmd),
              "echo 'int main(void) { return 0; }' | %s -x c - -o /dev/null >/dev/null 2>&1",
-             ctor_links[_i]);
+             link);
     if (system(cmd) != 0) {
-        fprintf(stderr, "skipped: %s cannot link\n", ctor_links[_i]);
-        return;
+        fprintf(stderr, "skipped: %s cannot link\n", link);
+        return 0;
     }
-    snprintf(out, sizeof(out), "/tmp/qpt-ctor-%d-%d", (int)getpid(), _i);
-    snprintf(cmd, sizeof(cmd), "%s -o %s %s/tests/known/ctor.c", ctor_links[_i], out,
+    snprintf(out, outlen, "/tmp/qpt-%s-%d-%d", tag, (int)getpid(), i);
+    snprintf(cmd, sizeof(cmd), "%s -o %s %s/tests/known/ctor.c", link, out,
              srcdir ? srcdir : ".");
     ck_assert_msg(system(cmd) == 0, "link failed: %s", cmd);
+    return 1;
+}
+
+START_TEST(test_cfg_init_funcs_unsorted_relocs)
+{
+    char out[64];
+    if (!link_ctor(ctor_links[_i], "ctor", _i, out, sizeof(out)))
+        return;
     cfg_image_t *img = NULL;
     ck_assert_int_eq(cfg_image_open_bfd(out, &img), 0);
     ck_assert_msg(has_init_func(img, "known_ctor"), "%s: the constructor is not an init function",
@@ -916,6 +928,136 @@ START_TEST(test_cfg_phases_callback)
 }
 END_TEST
 
+/* The PLT forms of GNU ld and lld: lazy, -z now, IBT (.plt.sec), non-PIE, static (with
+ * an .iplt and no dynamic symbols: no stubs named). */
+static const char *const plt_links[] = {
+    "gcc -O2",
+    "gcc -O2 -no-pie",
+    "gcc -O2 -Wl,-z,now",
+    "gcc -O2 -fcf-protection -Wl,-z,ibtplt",
+    "gcc -O2 -no-pie -fcf-protection -Wl,-z,ibtplt",
+    "gcc -O2 -fcf-protection -Wl,-z,ibtplt,-z,now",
+    "gcc -O2 -fno-plt",
+    "gcc -O2 -static",
+    "gcc -O2 -static-pie",
+    "clang -O2 -fuse-ld=lld",
+    "clang -O2 -fuse-ld=lld -Wl,-z,now",
+    "clang -O2 -fuse-ld=lld -fcf-protection -Wl,-z,force-ibt",
+    "clang -O2 -fuse-ld=lld -no-pie -fcf-protection -Wl,-z,force-ibt",
+};
+
+/* cfg_bfd_plt_check of PATH is 0 (the same symbols, ours and BFD's); the number of PLT
+ * symbols. */
+static unsigned long
+plt_same_as_bfd(const char *path)
+{
+    char why[512] = "";
+    int rc = cfg_bfd_plt_check(path, why, sizeof(why));
+    ck_assert_msg(rc == 0, "%s: %d: %s", path, rc, why);
+    return strtoul(why, NULL, 10);
+}
+
+START_TEST(test_cfg_plt_names_as_bfd_links)
+{
+    /* x86-64's PLT stubs are named by cfg_bfd.c, no longer by BFD's synthetic symbols:
+     * the same names at the same addresses, for every form of PLT. */
+    char out[64];
+    if (!link_ctor(plt_links[_i], "plt", _i, out, sizeof(out)))
+        return;
+    unsigned long n = plt_same_as_bfd(out);
+    ck_assert_msg(n > 0 || strstr(plt_links[_i], "-static") != NULL,
+                  "%s: no PLT symbol (printf@plt)", plt_links[_i]);
+    unlink(out);
+}
+END_TEST
+
+START_TEST(test_cfg_plt_names_as_bfd_system)
+{
+    const char *paths[] = { "/usr/bin/ls", "/usr/bin/bash", "/usr/bin/python3.11",
+                            "/usr/lib/gcc/x86_64-linux-gnu/12/cc1",
+                            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                            "/usr/lib/x86_64-linux-gnu/libstdc++.so.6" };
+    unsigned long named = 0;
+    for (size_t k = 0; k < sizeof(paths) / sizeof(paths[0]); k++)
+        if (access(paths[k], R_OK) == 0)
+            named += plt_same_as_bfd(paths[k]);
+    ck_assert_msg(named > 0, "no PLT symbol compared (ls, bash, python3.11, cc1, libc)");
+}
+END_TEST
+
+START_TEST(test_cfg_symbol_relocs)
+{
+    /* qp's flat report opens its executable without the relative relocations: the
+     * others are those of a full open, in the same order (bash: a PIE with thousands
+     * of relative relocations besides its GOT slots' ones). */
+    const char *path = "/usr/bin/bash";
+    cfg_image_t *full = NULL, *lean = NULL;
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "skipped: no %s\n", path);
+        return;
+    }
+    ck_assert_int_eq(cfg_image_open_bfd_analysis(path, &full, NULL, 0), 0);
+    ck_assert_int_eq(cfg_image_open_bfd_flags(path, &lean, NULL, 0,
+                                              CFG_OPEN_ANY_ISA | CFG_OPEN_SYMBOL_RELOCS), 0);
+    size_t k = 0, relative = 0;
+    for (size_t i = 0; i < full->nrelocs; i++) {
+        const cfg_reloc_t *a = &full->relocs[i];
+        if (a->kind == CFG_RELOC_RELATIVE) {
+            relative++;
+            continue;
+        }
+        ck_assert_uint_lt(k, lean->nrelocs);
+        const cfg_reloc_t *b = &lean->relocs[k++];
+        ck_assert(a->where == b->where && a->value == b->value && a->kind == b->kind
+                  && a->addend_at == b->addend_at);
+        ck_assert(a->sym == b->sym || (a->sym && b->sym && strcmp(a->sym, b->sym) == 0));
+    }
+    ck_assert_uint_eq(k, lean->nrelocs);
+    ck_assert_uint_gt(relative, 1000);
+    ck_assert_uint_gt(k, 100);
+    ck_assert_uint_gt(full->ninit_funcs, 0);
+    ck_assert_uint_eq(lean->ninit_funcs, 0);
+    cfg_image_destroy(full);
+    cfg_image_destroy(lean);
+}
+END_TEST
+
+START_TEST(test_cfg_plt_left_to_bfd)
+{
+    /* A file whose dynamic relocations BFD reads otherwise than we do (ls with its
+     * .rela.plt not allocated: BFD reads it, read_relocs does not) has its PLT stubs
+     * named by BFD's synthetic symbols. */
+    const char *path = "/usr/bin/ls";
+    char out[64], why[512] = "";
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "skipped: no %s\n", path);
+        return;
+    }
+    static uint8_t buf[1 << 22];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    ck_assert(n > sizeof(Elf64_Ehdr) && n < sizeof(buf));
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
+    Elf64_Shdr *sh = (Elf64_Shdr *)(buf + eh->e_shoff);
+    const char *names = (const char *)buf + sh[eh->e_shstrndx].sh_offset;
+    int patched = 0;
+    for (size_t i = 0; i < eh->e_shnum; i++)
+        if (strcmp(names + sh[i].sh_name, ".rela.plt") == 0) {
+            sh[i].sh_flags &= ~(uint64_t)SHF_ALLOC;
+            patched = 1;
+        }
+    ck_assert(patched);
+    snprintf(out, sizeof(out), "/tmp/qpt-pltbfd-%d", (int)getpid());
+    f = fopen(out, "wb");
+    ck_assert(f != NULL && fwrite(buf, 1, n, f) == n);
+    fclose(f);
+    ck_assert_int_eq(cfg_bfd_plt_check(out, why, sizeof(why)), 2);
+    ck_assert_msg(strtoul(why, NULL, 10) > 50, "%s", why);
+    unlink(out);
+}
+END_TEST
+
 static Suite *
 cfg_suite(void)
 {
@@ -944,6 +1086,11 @@ cfg_suite(void)
     tcase_add_test(tc, test_cfg_flatten_threads);
     tcase_add_test(tc, test_cfg_huge_pages_same_relocs);
     tcase_add_test(tc, test_cfg_dwarf_mapping_known);
+    tcase_add_loop_test(tc, test_cfg_plt_names_as_bfd_links, 0,
+                        (int)(sizeof(plt_links) / sizeof(plt_links[0])));
+    tcase_add_test(tc, test_cfg_plt_names_as_bfd_system);
+    tcase_add_test(tc, test_cfg_plt_left_to_bfd);
+    tcase_add_test(tc, test_cfg_symbol_relocs);
     suite_add_tcase(s, tc);
     return s;
 }
