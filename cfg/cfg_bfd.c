@@ -1694,7 +1694,8 @@ open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, unsigned
         rc = QP_EARCH;
         goto fail;
     }
-    if ((rc = read_sections(img, r)) < 0 || (rc = read_relocs(img, r, (flags & CFG_OPEN_HUGE_PAGES) != 0)) < 0
+    if ((rc = read_sections(img, r)) < 0
+        || (rc = read_relocs(img, r, (flags & CFG_OPEN_HUGE_PAGES) != 0)) < 0
         || (rc = read_symbols(img, r)) < 0)
         goto fail;
     if (img->build_id_len == 0 || !(img->flags & (CFG_IMG_IBT | CFG_IMG_SHSTK)))
