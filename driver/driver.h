@@ -194,7 +194,7 @@ typedef struct drv_gap {
 #define DRV_GAPS 5 /* procedures kept in drv_result_t.gaps */
 
 /* A block that could be counted from an induction variable of a loop around it
- * (drv_ivloop.c; doc/qp.md): found and priced for qp --weights -v, not emitted yet. */
+ * (drv_ivloop.c; doc/qp.md): priced for qp --weights -v, counted so with --iv-loops. */
 typedef struct drv_iv_loop {
     uint32_t block;   /* the block (local index) */
     uint32_t loop;    /* the loop (index in the procedure's cfg_loop_forest_t) */
@@ -273,7 +273,7 @@ typedef struct drv_result {
     drv_gap_t gaps[DRV_GAPS];
     uint32_t ngaps;
     /* ... and, -v, what they would add with blocks counted from induction variables where
-     * that costs less (drv_ivloop.c; priced, not built), placed by the weights and
+     * that costs less (drv_ivloop.c; every step priced), placed by the weights and
      * without them, the blocks so counted (by the weights' tree) and the candidates, and
      * the DRV_GAPS procedures that would gain most (static_insns: the weights' tree,
      * weighted_insns: with induction variables). */

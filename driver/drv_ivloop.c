@@ -7,8 +7,9 @@
  * call in it, whose only write to a 64-bit register r is one block's `add $k,r`,
  * `sub $k,r` or `lea k(r),r`. Each visit of the loop then changes r by k times the runs
  * of that block, so `sub %r,ctr` on the loop's ways in and `add %r,ctr` on its ways out
- * would count the block. Only found here, for qp --weights -v to price (drv_qp.c); no
- * such counter is emitted yet.
+ * count the block. Found and checked here; priced and chosen by qp's tree (drv_qp.c:
+ * qpt-rewrite --iv-loops, steps of +1 and -1 only; -v --weights prices every step),
+ * emitted by drv_run.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +45,8 @@ insn_writes(const cfg_prog_t *prog, const arch_insn_t *in, uint32_t *written, ui
     return 0;
 }
 
-/* Loop L of F in G: its candidate block into *BLOCK (local index) and register and
- * step, 1; or 0 when it has none. MEMBER: scratch of G's blocks. */
+/* Loop L of F in G: its candidate (block, register, step) into *OUT, 1; or 0 when it
+ * has none. MEMBER: scratch of G's blocks. */
 static int
 loop_candidate(const drv_graph_t *g, const cfg_loop_forest_t *f, uint32_t l, uint8_t *member,
                drv_iv_loop_t *out)

@@ -139,8 +139,8 @@ say_gaps(const qpt_rewrite_t *r, const cfg_prog_t *prog, const char *output,
                 "over this one: %s", output, line);
     /* A projection for a counter not built yet (doc/qp.md). */
     gaps_line(prog, res->iv_gaps, res->niv_gaps, line, sizeof(line));
-    qpt_rw_say(r, "%s: --weights: with loops counted from induction variables (priced, not "
-            "built: doc/qp.md) the counters would add %llu instructions, %llu placed without "
+    qpt_rw_say(r, "%s: --weights: with loops counted from induction variables (every step "
+            "priced; --iv-loops counts steps of +-1: doc/qp.md) the counters would add %llu instructions, %llu placed without "
             "--weights: %u of %u candidate blocks so counted%s%s", output,
             (unsigned long long)drv_cost_insns(&res->weighted_iv),
             (unsigned long long)drv_cost_insns(&res->placed_iv), res->niv_used,
