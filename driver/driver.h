@@ -447,6 +447,10 @@ int drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t
  */
 int drv_graph_save_at(const drv_graph_t *g, uint32_t bi, uint64_t at);
 
+/* The operands of instruction I of PROG into *OPS (the ISA's decode_ops). Returns 0, or
+ * -1 when they cannot be read. */
+int drv_insn_ops(const cfg_prog_t *prog, const arch_insn_t *i, arch_ops_t *ops /*OUT*/);
+
 /* The flags live before the instruction at AT in block BI of G (ARCH_FLAG_* bits), from
  * the block's live_out back to AT; 0xff when its instructions cannot be decoded or are
  * too many. */

@@ -358,9 +358,8 @@ inc_writes_flags(const cfg_prog_t *prog)
         != isa->emit_counter_inc_at(0x1000, 0x2000, ARCH_INC_PLAIN, &dead, buf, sizeof(buf));
 }
 
-/* The operands of instruction I into *OPS. Returns 0, or -1 when they cannot be read. */
-static int
-insn_ops(const cfg_prog_t *prog, const arch_insn_t *i, arch_ops_t *ops)
+int
+drv_insn_ops(const cfg_prog_t *prog, const arch_insn_t *i, arch_ops_t *ops)
 {
     const arch_isa_t *isa = cfg_image_isa(prog->img);
     size_t avail;
@@ -390,7 +389,7 @@ status_test(const cfg_prog_t *prog, const insn_list_t *b)
         if (b->v[k].flags_written != 0)
             return DRV_STATUS_NONE; /* the branch tests something else */
     arch_ops_t test, br;
-    if (insn_ops(prog, t, &test) < 0)
+    if (drv_insn_ops(prog, t, &test) < 0)
         return DRV_STATUS_NONE;
     int self_test = test.op == ARCH_OP_TEST && test.dst.kind == ARCH_OPND_REG
         && test.src.kind == ARCH_OPND_REG && test.dst.reg == test.src.reg;
@@ -398,7 +397,7 @@ status_test(const cfg_prog_t *prog, const insn_list_t *b)
         && test.src.kind == ARCH_OPND_IMM && test.src.imm == 0;
     if (!(self_test || cmp_zero) || test.dst.size > 4)
         return DRV_STATUS_NONE; /* a 64-bit value is more likely a pointer */
-    if (insn_ops(prog, jcc, &br) < 0)
+    if (drv_insn_ops(prog, jcc, &br) < 0)
         return DRV_STATUS_NONE;
     return br.cond == ARCH_COND_E    ? DRV_STATUS_ZERO_TAKEN
         : br.cond == ARCH_COND_NE ? DRV_STATUS_ZERO_FALLS

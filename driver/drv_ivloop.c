@@ -22,12 +22,8 @@ static int
 insn_writes(const cfg_prog_t *prog, const arch_insn_t *in, uint32_t *written, uint8_t *reg,
             int64_t *step)
 {
-    const arch_isa_t *isa = cfg_image_isa(prog->img);
-    size_t avail;
-    const uint8_t *p = cfg_image_ptr(prog->img, in->addr, &avail);
     arch_ops_t ops;
-    if (isa->decode_ops == NULL || p == NULL
-        || isa->decode_ops(p, avail < in->len ? avail : in->len, in->addr, &ops) < 0)
+    if (drv_insn_ops(prog, in, &ops) < 0)
         return -1;
     *written = ops.regs_written;
     *reg = ARCH_REG_NONE;

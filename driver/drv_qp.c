@@ -1019,6 +1019,15 @@ iv_prices(const drv_graph_t *g, const cfg_loop_forest_t *f, const drv_iv_loop_t 
     }
 }
 
+/* Does the tree IN_TREE (weights W, as build_tree left them) count block I of G from an
+ * induction variable, at price PRICE[I]? Its own edge is a chord weighing that price. */
+static int
+iv_chosen(const drv_graph_t *g, const uint8_t *in_tree, const double *w, const double *price,
+          uint32_t i)
+{
+    return price[i] >= 0 && w[g->nedges + i] == price[i] && !in_tree[g->nedges + i];
+}
+
 /* Per block of G, what its count from an induction variable costs over the profiled run
  * where G->iv counts it so, else -1 (for add_weighted_cost); NULL: no memory. */
 static double *
@@ -1054,7 +1063,7 @@ build_tree_iv(drv_graph_t *g, const double *freq, const int64_t *runs, double *w
         build_tree(g, freq, runs, NULL, w, fallin, order, parent, in_tree, ground);
         return 0;
     }
-    uint32_t nb = g->nblocks, n = g->nedges, kept = 0, used = 0;
+    uint32_t nb = g->nblocks, kept = 0, used = 0;
     drv_iv_plan_t *p = calloc(1, sizeof(*p));
     double *price = malloc((nb + 1) * sizeof(double));
     int rc = p == NULL || price == NULL ? QP_ENOMEM : drv_iv_find(g, &p->forest, &p->v, &p->n);
@@ -1070,7 +1079,7 @@ build_tree_iv(drv_graph_t *g, const double *freq, const int64_t *runs, double *w
     build_tree(g, freq, runs, rc == 0 && kept > 0 ? price : NULL, w, fallin, order, parent,
                in_tree, ground);
     for (uint32_t i = 0; rc == 0 && i < nb; i++) {
-        if (price[i] >= 0 && w[n + i] == price[i] && !in_tree[n + i])
+        if (iv_chosen(g, in_tree, w, price, i))
             used++;
         else
             p->cand[i] = UINT32_MAX;
@@ -1105,7 +1114,7 @@ iv_tree_cost(drv_graph_t *g, const double *freq, const int64_t *runs, const int6
     choose_falls(g, in_tree, freq, runs != NULL, best, fallin);
     *used = 0;
     for (uint32_t i = 0; i < nb; i++) {
-        int chosen = tree_price[i] >= 0 && w[n + i] == tree_price[i] && !in_tree[n + i];
+        int chosen = iv_chosen(g, in_tree, w, tree_price, i);
         use[i] = chosen ? cost_price[i] : -1;
         *used += (uint32_t)chosen;
     }
